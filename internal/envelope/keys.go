@@ -1,0 +1,73 @@
+package envelope
+
+import (
+	"strconv"
+	"strings"
+)
+
+// keyPart escapes an envelope value for use in a key: the value is trimmed
+// of padding, and ':' (the key separator), '%' and bytes outside printable
+// ASCII are percent-encoded, so no two different values share a key part.
+func keyPart(v string) string {
+	v = strings.TrimSpace(v)
+	clean := true
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == ':' || c == '%' || c <= ' ' || c > '~' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return v
+	}
+	const hexDigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == ':' || c == '%' || c <= ' ' || c > '~' {
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// padISA13 returns an interchange control number in its fixed nine-digit
+// form, so a header whose zero padding was stripped keys the same.
+func padISA13(v string) string {
+	if len(v) < 9 && isDigits([]byte(v)) {
+		return strings.Repeat("0", 9-len(v)) + v
+	}
+	return v
+}
+
+// trimZeros returns a numeric group control number without leading zeros
+// (GS06 is numeric, so 0001 and 1 are the same number).
+func trimZeros(v string) string {
+	if !isDigits([]byte(v)) {
+		return v
+	}
+	t := strings.TrimLeft(v, "0")
+	if t == "" {
+		return "0"
+	}
+	return t
+}
+
+// numEqual reports whether the numeric element v equals n.
+func numEqual(v string, n int) bool {
+	got, err := strconv.Atoi(v)
+	return err == nil && got == n
+}
+
+// quoteCtl quotes an envelope control value for an error message, bounded
+// in length; envelope control values are never patient data.
+func quoteCtl(v string) string {
+	if len(v) > 20 {
+		v = v[:20] + "..."
+	}
+	return strconv.Quote(v)
+}

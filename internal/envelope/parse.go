@@ -1,0 +1,107 @@
+package envelope
+
+import (
+	"io"
+	"slices"
+)
+
+// File is everything Parse learned about one input: the whole tree of
+// interchanges, groups and sets with their keys and errors, but no segment
+// content.
+type File struct {
+	// X12 is false when the input has no readable ISA header.
+	X12 bool
+	// Key is "sha256:{hex}" of the whole input when it is not X12.
+	Key string
+	// Errors are the errors that belong to no interchange.
+	Errors       []*ParseError
+	Interchanges []*Interchange
+}
+
+// Parse reads all of r and returns its envelope tree. Memory grows with the
+// number of transaction sets, not with the bytes of r; to process sets one
+// at a time, use a Reader.
+func Parse(r io.Reader, opts Options) (*File, error) {
+	rd := NewReader(r, opts)
+	f := &File{}
+	for {
+		k, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch k {
+		case KindSet:
+			rd.Group().Sets = append(rd.Group().Sets, rd.Set())
+		case KindGroupEnd:
+			rd.Interchange().Groups = append(rd.Interchange().Groups, rd.Group())
+		case KindInterchangeEnd:
+			f.Interchanges = append(f.Interchanges, rd.Interchange())
+		}
+	}
+	f.X12 = rd.X12()
+	f.Key = rd.FileKey()
+	f.Errors = rd.FileErrors()
+	return f, nil
+}
+
+// Valid reports whether the input is X12 and free of errors.
+func (f *File) Valid() bool {
+	if !f.X12 || len(f.Errors) > 0 {
+		return false
+	}
+	for _, ix := range f.Interchanges {
+		if !ix.Valid() {
+			return false
+		}
+	}
+	return true
+}
+
+// Keys returns every inbox key in file order: one per transaction set, one
+// per interchange that has no transaction sets, or the file's SHA-256 key
+// when it is not X12.
+func (f *File) Keys() []string {
+	if !f.X12 {
+		return []string{f.Key}
+	}
+	var keys []string
+	for _, ix := range f.Interchanges {
+		n := len(keys)
+		for _, g := range ix.Groups {
+			for _, s := range g.Sets {
+				keys = append(keys, s.Key)
+			}
+		}
+		if len(keys) == n {
+			keys = append(keys, ix.Key())
+		}
+	}
+	return keys
+}
+
+// AllErrors returns every error in the file, at every level, in file order.
+func (f *File) AllErrors() []*ParseError {
+	all := slices.Clone(f.Errors)
+	for _, ix := range f.Interchanges {
+		all = append(all, ix.Errors...)
+		for _, g := range ix.Groups {
+			all = append(all, g.Errors...)
+			for _, s := range g.Sets {
+				all = append(all, s.Errors...)
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *ParseError) int {
+		switch {
+		case a.Offset < b.Offset:
+			return -1
+		case a.Offset > b.Offset:
+			return 1
+		}
+		return 0
+	})
+	return all
+}

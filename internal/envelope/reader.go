@@ -1,0 +1,878 @@
+// Package envelope reads X12 interchanges from a stream: it finds the
+// delimiters, walks interchanges, functional groups and transaction sets,
+// validates their control structure, and names every transaction set with
+// the inbox key and the content hash that make re-deliveries recognisable.
+//
+// The Reader holds one segment at a time (or, with Options.KeepSegments, one
+// transaction set), never the file: memory is bounded by
+// Options.MaxSegment, whatever the size of the input.
+package envelope
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+)
+
+// Options tune a Reader. The zero value is usable.
+type Options struct {
+	// MaxSegment is the longest segment accepted, in bytes; a longer one is
+	// skipped up to its terminator and reported. Default 1 MiB.
+	MaxSegment int
+	// KeepSegments makes Set.Segments return the set's segments at KindSet.
+	KeepSegments bool
+	// SearchWindow is how far into the file the Reader looks for an ISA
+	// header behind leading text. Default 64 KiB.
+	SearchWindow int
+}
+
+const (
+	defaultMaxSegment = 1 << 20
+	defaultWindow     = 64 << 10
+	// maxErrors bounds the errors kept per interchange, group, set and
+	// file, so hostile input cannot grow memory through its errors.
+	maxErrors = 100
+	hashChunk = 16 << 10
+)
+
+// Kind says what a call to Reader.Next completed.
+type Kind uint8
+
+const (
+	// KindSet: a transaction set ended (at SE, or cut short); see Reader.Set.
+	KindSet Kind = iota + 1
+	// KindGroupEnd: a functional group ended; see Reader.Group.
+	KindGroupEnd
+	// KindInterchangeEnd: an interchange ended; see Reader.Interchange.
+	KindInterchangeEnd
+)
+
+// Interchange is one ISA..IEA envelope. Its header fields are set when the
+// ISA is read, its trailer fields and errors as the interchange goes on.
+type Interchange struct {
+	Offset  int64
+	Segment int
+	// Delimiters are those the ISA declared.
+	Delimiters Delimiters
+	// Canonical is false when the ISA is not the fixed-width 106 bytes.
+	Canonical         bool
+	SenderQualifier   string // ISA05
+	SenderID          string // ISA06
+	ReceiverQualifier string // ISA07
+	ReceiverID        string // ISA08
+	Date              string // ISA09
+	Time              string // ISA10
+	Standards         string // ISA11 as written
+	Version           string // ISA12
+	ControlNumber     string // ISA13
+	AckRequested      bool   // ISA14 = 1
+	Usage             string // ISA15: P, T or I
+	// GroupCount is the number of GS segments read.
+	GroupCount int
+	// TA1 holds the interchange acknowledgments the interchange carries.
+	TA1 []TA1
+	// Groups is filled by Parse only; a Reader does not retain groups.
+	Groups []*Group
+	// Errors are the interchange-level errors (reported in a TA1).
+	Errors []*ParseError
+	// Complete is true when the IEA was read.
+	Complete bool
+
+	key      string
+	nested   int // errors in this interchange's groups and sets
+	gs06Seen map[string]struct{}
+}
+
+// TA1 is an interchange acknowledgment segment found in an interchange.
+type TA1 struct {
+	ControlNumber string // TA101
+	Date          string // TA102
+	Time          string // TA103
+	AckCode       string // TA104: A, E or R
+	NoteCode      string // TA105
+}
+
+// Key returns the interchange part of the inbox keys:
+// x12:{ISA15}:{ISA05}:{ISA06}:{ISA07}:{ISA08}:{ISA13}. An interchange without
+// transaction sets (a TA1 alone) is keyed by it.
+func (ix *Interchange) Key() string { return ix.key }
+
+// Sender returns "qualifier:id", e.g. "ZZ:ACMEHP".
+func (ix *Interchange) Sender() string { return ix.SenderQualifier + ":" + ix.SenderID }
+
+// Receiver returns "qualifier:id".
+func (ix *Interchange) Receiver() string { return ix.ReceiverQualifier + ":" + ix.ReceiverID }
+
+// Valid reports whether the interchange and everything in it is free of
+// errors.
+func (ix *Interchange) Valid() bool { return len(ix.Errors) == 0 && ix.nested == 0 }
+
+// EnvelopeValid reports whether the interchange envelope itself is free of
+// errors, whatever its groups hold. An invalid envelope is rejected whole.
+func (ix *Interchange) EnvelopeValid() bool { return len(ix.Errors) == 0 }
+
+// Group is one GS..GE functional group.
+type Group struct {
+	Offset        int64
+	Segment       int
+	FunctionalID  string // GS01
+	SenderCode    string // GS02
+	ReceiverCode  string // GS03
+	Date          string // GS04
+	Time          string // GS05
+	ControlNumber string // GS06
+	Agency        string // GS07
+	Version       string // GS08
+	// SetCount is the number of ST segments read.
+	SetCount int
+	// Sets is filled by Parse only.
+	Sets []*Set
+	// Errors are the group-level errors (reported in AK9).
+	Errors   []*ParseError
+	Complete bool
+
+	key    string
+	nested int
+	stSeen map[string]struct{}
+}
+
+// Key returns the group part of the inbox keys (the interchange part, then
+// :{GS02}:{GS03}:{GS06}); the 999 business key is built from it.
+func (g *Group) Key() string { return g.key }
+
+// Valid reports whether the group and its sets are free of errors.
+func (g *Group) Valid() bool { return len(g.Errors) == 0 && g.nested == 0 }
+
+// Set is one ST..SE transaction set.
+type Set struct {
+	Offset         int64
+	Segment        int
+	Type           string // ST01
+	ControlNumber  string // ST02
+	Implementation string // ST03
+	// Key is the inbox key: the group part, then :{ST01}:{ST02}.
+	Key string
+	// ContentHash is SHA-256 over the set's normalised segments, ST to SE.
+	ContentHash [32]byte
+	// SegmentCount is the number of segments read, ST and SE included.
+	SegmentCount int
+	// Errors are the set-level errors (reported in IK5, IK3).
+	Errors   []*ParseError
+	Complete bool
+
+	segs []Segment
+}
+
+// Valid reports whether the set is free of errors.
+func (s *Set) Valid() bool { return len(s.Errors) == 0 }
+
+// HashHex returns the content hash in hex.
+func (s *Set) HashHex() string { return hex.EncodeToString(s.ContentHash[:]) }
+
+// Segments returns the set's segments, ST to SE, when the Reader keeps them
+// (Options.KeepSegments). They are valid until the Reader's next Next.
+func (s *Set) Segments() []Segment { return s.segs }
+
+// Reader reads interchanges from a stream. It is not safe for concurrent
+// use.
+type Reader struct {
+	br   *bufio.Reader
+	opts Options
+
+	off      int64 // offset of the next unread byte
+	segIndex int
+	d        Delimiters
+
+	started, eof, done, pending bool
+	ended                       Kind
+	x12                         bool
+	fileKey                     string
+	fileErrs                    []*ParseError
+	stray                       bool // a run of stray segments is already reported
+
+	// the current segment
+	seg     Segment
+	segISA  bool
+	nextISA isaHeader
+	long    []byte // a segment longer than the bufio buffer
+	wrapped []byte // a segment with line breaks removed
+
+	ix  *Interchange
+	g   *Group
+	set *Set
+
+	h     hash.Hash
+	hbuf  []byte
+	arena []byte
+	spans []span
+}
+
+type span struct {
+	start, end int
+	off        int64
+	index      int
+}
+
+// NewReader returns a Reader over r.
+func NewReader(r io.Reader, opts Options) *Reader {
+	if opts.MaxSegment <= 0 {
+		opts.MaxSegment = defaultMaxSegment
+	}
+	if opts.SearchWindow <= 0 {
+		opts.SearchWindow = defaultWindow
+	}
+	return &Reader{
+		br:   bufio.NewReaderSize(r, max(opts.SearchWindow, 64<<10)),
+		opts: opts,
+		h:    sha256.New(),
+		hbuf: make([]byte, 0, hashChunk+1024),
+	}
+}
+
+// X12 reports whether the input holds a readable ISA header. Valid after the
+// first call to Next.
+func (r *Reader) X12() bool { return r.x12 }
+
+// FileKey returns "sha256:{hex}" of the whole input when it is not X12, and
+// "" otherwise. Valid once Next has returned io.EOF.
+func (r *Reader) FileKey() string { return r.fileKey }
+
+// FileErrors returns the errors that belong to no interchange.
+func (r *Reader) FileErrors() []*ParseError { return r.fileErrs }
+
+// Interchange returns the interchange being read, or the one just ended.
+func (r *Reader) Interchange() *Interchange { return r.ix }
+
+// Group returns the group being read, or the one just ended.
+func (r *Reader) Group() *Group { return r.g }
+
+// Set returns the transaction set just ended (after KindSet).
+func (r *Reader) Set() *Set { return r.set }
+
+// Offset returns the number of bytes consumed so far.
+func (r *Reader) Offset() int64 { return r.off }
+
+// Next reads until a transaction set, group or interchange ends and says
+// which. It returns io.EOF at the end of the input; any other error comes
+// from the underlying reader. Envelope errors are not returned: they are
+// recorded on the interchange, group or set they belong to.
+func (r *Reader) Next() (Kind, error) {
+	if !r.started {
+		r.started = true
+		if err := r.start(); err != nil {
+			return 0, err
+		}
+	}
+	// The level that ended on the previous call is let go now.
+	switch r.ended {
+	case KindSet:
+		r.set = nil
+	case KindGroupEnd:
+		r.g = nil
+	case KindInterchangeEnd:
+		r.ix = nil
+	}
+	r.ended = 0
+	for {
+		if r.done {
+			return 0, io.EOF
+		}
+		if !r.pending && !r.eof {
+			if err := r.read(); err == io.EOF {
+				r.eof = true
+			} else if err != nil {
+				return 0, err
+			}
+		}
+		r.pending = false
+		if r.eof {
+			switch {
+			case r.set != nil:
+				return r.endSet(false), nil
+			case r.g != nil:
+				return r.endGroup(false), nil
+			case r.ix != nil:
+				return r.endInterchange(false), nil
+			}
+			r.done = true
+			return 0, io.EOF
+		}
+		if k := r.handle(); k != 0 {
+			return k, nil
+		}
+	}
+}
+
+// start classifies the input before the first segment: UTF-16, binary, no
+// ISA at all (keyed by the SHA-256 of its bytes), or X12 with the ISA at the
+// start or behind some leading text.
+func (r *Reader) start() error {
+	b, err := r.br.Peek(r.opts.SearchWindow)
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		return err
+	}
+	if looksUTF16(b) {
+		return r.notX12(ErrUTF16, "")
+	}
+	i := 0
+	if bytes.HasPrefix(b, []byte("\xEF\xBB\xBF")) {
+		i = 3
+	}
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if len(b) == 0 {
+		return r.notX12(ErrNotX12, "empty file")
+	}
+	if bytes.HasPrefix(b[i:], []byte("ISA")) {
+		if _, cause, detail := parseISA(b[i:]); cause != nil {
+			return r.notX12(cause, detail)
+		}
+	} else {
+		found := -1
+		for j := i; ; {
+			k := bytes.Index(b[j:], []byte("ISA"))
+			if k < 0 {
+				break
+			}
+			if _, cause, _ := parseISA(b[j+k:]); cause == nil {
+				found = j + k
+				break
+			}
+			j += k + 1
+		}
+		if found < 0 {
+			if isBinary(b) {
+				return r.notX12(ErrBinary, "")
+			}
+			return r.notX12(ErrNotX12, fmt.Sprintf("no ISA header in the first %d bytes", len(b)))
+		}
+		r.fileErrs = append(r.fileErrs, &ParseError{Cause: ErrDataBeforeISA,
+			Detail: fmt.Sprintf("%d bytes before the ISA", found)})
+		i = found
+	}
+	r.x12 = true
+	if _, err := r.br.Discard(i); err != nil {
+		return err
+	}
+	r.off = int64(i)
+	return nil
+}
+
+// notX12 records why the input is not X12 and keys it by the SHA-256 of all
+// its bytes. Nothing has been consumed yet, so the hash covers the whole
+// input.
+func (r *Reader) notX12(cause *Cause, detail string) error {
+	r.fileErrs = append(r.fileErrs, &ParseError{Cause: cause, Detail: detail})
+	h := sha256.New()
+	n, err := io.Copy(h, r.br)
+	if err != nil {
+		return err
+	}
+	r.off = n
+	r.fileKey = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	r.done = true
+	return nil
+}
+
+func looksUTF16(b []byte) bool {
+	if bytes.HasPrefix(b, []byte{0xFF, 0xFE}) || bytes.HasPrefix(b, []byte{0xFE, 0xFF}) {
+		return true
+	}
+	// ASCII text in UTF-16 has a NUL in every other byte.
+	if len(b) < 8 {
+		return false
+	}
+	evenNul, oddNul := 0, 0
+	for i := 0; i < 8; i++ {
+		if b[i] == 0 {
+			if i%2 == 0 {
+				evenNul++
+			} else {
+				oddNul++
+			}
+		}
+	}
+	return evenNul == 4 && oddNul == 0 || oddNul == 4 && evenNul == 0
+}
+
+func isBinary(b []byte) bool {
+	n := min(len(b), 4096)
+	bad := 0
+	for _, c := range b[:n] {
+		if c == 0 || c < 0x20 && !isSpace(c) && c != 0x1C && c != 0x1D && c != 0x1E && c != 0x1F && c != 0x07 {
+			bad++
+		}
+	}
+	return bad > 0 && bad*20 > n || bytes.IndexByte(b[:n], 0) >= 0
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+// read reads the next segment into r.seg. At an ISA it first reads the
+// header, so the segment is read with the delimiters it declares.
+func (r *Reader) read() error {
+	var b []byte
+	for {
+		var err error
+		b, err = r.br.Peek(4)
+		n := 0
+		for n < len(b) && isSpace(b[n]) && b[n] != r.d.Segment {
+			n++
+		}
+		if n > 0 {
+			r.br.Discard(n)
+			r.off += int64(n)
+			continue
+		}
+		if len(b) == 0 {
+			if err == nil {
+				err = io.EOF
+			}
+			return err
+		}
+		break
+	}
+	r.segISA = false
+	if len(b) == 4 && b[0] == 'I' && b[1] == 'S' && b[2] == 'A' && !isAlnum(b[3]) && b[3] != ' ' {
+		hb, err := r.br.Peek(isaMaxLen)
+		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+			return err
+		}
+		h, cause, detail := parseISA(hb)
+		if cause == nil {
+			r.nextISA = h
+			r.segISA = true
+			r.d = h.d
+		} else if r.d.Segment == 0 {
+			// Without delimiters the rest cannot be read.
+			r.addFileErr(&ParseError{Offset: r.off, Segment: r.segIndex + 1, Cause: cause, Detail: detail})
+			_, err := io.Copy(io.Discard, r.br)
+			return err
+		} else {
+			r.addFileErr(&ParseError{Offset: r.off, Segment: r.segIndex + 1, Cause: cause, Detail: detail})
+		}
+	}
+	return r.readSegment()
+}
+
+// readSegment reads up to the segment terminator. A segment longer than
+// MaxSegment is consumed and discarded, and reported as ErrSegmentTooLong
+// through a segment with the placeholder identifier "\x00".
+func (r *Reader) readSegment() error {
+	off := r.off
+	line, err := r.br.ReadSlice(r.d.Segment)
+	r.off += int64(len(line))
+	over := len(line) > r.opts.MaxSegment+1
+	if err == bufio.ErrBufferFull {
+		r.long = append(r.long[:0], line...)
+		for err == bufio.ErrBufferFull {
+			line, err = r.br.ReadSlice(r.d.Segment)
+			r.off += int64(len(line))
+			if over = over || len(r.long)+len(line) > r.opts.MaxSegment+1; !over {
+				r.long = append(r.long, line...)
+			}
+		}
+		line = r.long
+	}
+	if err != nil && err != io.EOF {
+		return err
+	}
+	if over {
+		r.segIndex++
+		r.seg = Segment{raw: tooLong, d: r.d, Offset: off, Index: r.segIndex}
+		return nil
+	}
+	if len(line) == 0 {
+		return io.EOF
+	}
+	if n := len(line); line[n-1] == r.d.Segment && err == nil {
+		line = line[:n-1]
+	}
+	// Files wrapped at a fixed width carry line breaks inside segments.
+	if r.d.Segment != '\n' && r.d.Segment != '\r' &&
+		(bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0) {
+		r.wrapped = r.wrapped[:0]
+		for _, c := range line {
+			if c != '\n' && c != '\r' {
+				r.wrapped = append(r.wrapped, c)
+			}
+		}
+		line = r.wrapped
+	}
+	r.segIndex++
+	r.seg = Segment{raw: line, d: r.d, Offset: off, Index: r.segIndex}
+	return nil
+}
+
+// tooLong stands in for a discarded oversize segment.
+var tooLong = []byte{0}
+
+// segment identifiers, as compared without allocating.
+func idIs(id []byte, s string) bool { return string(id) == s }
+
+// handle applies the current segment to the open levels and returns the kind
+// of level it completed, or 0.
+func (r *Reader) handle() Kind {
+	seg := r.seg
+	if len(seg.raw) == 1 && seg.raw[0] == 0 {
+		r.oversize(seg)
+		return 0
+	}
+	id := seg.id()
+	if r.set != nil {
+		switch {
+		case idIs(id, "SE"):
+			r.addToSet(seg)
+			return r.endSet(true)
+		case r.segISA || idIs(id, "ST") || idIs(id, "GE") || idIs(id, "GS") || idIs(id, "IEA"):
+			r.pending = true
+			return r.endSet(false)
+		}
+		r.addToSet(seg)
+		if !validID(id) {
+			r.setErr(seg, ErrSegmentID, "")
+		}
+		return 0
+	}
+	if r.g != nil {
+		switch {
+		case idIs(id, "ST"):
+			r.stray = false
+			r.startSet(seg)
+			return 0
+		case idIs(id, "GE"):
+			r.stray = false
+			return r.endGroup(true)
+		case r.segISA || idIs(id, "GS") || idIs(id, "IEA"):
+			r.pending = true
+			return r.endGroup(false)
+		}
+		if !r.stray {
+			r.stray = true
+			r.groupErr(seg, ErrOutsideSet, "")
+		}
+		return 0
+	}
+	if r.ix != nil {
+		switch {
+		case idIs(id, "GS"):
+			r.stray = false
+			r.startGroup(seg)
+			return 0
+		case idIs(id, "TA1"):
+			r.stray = false
+			r.ix.TA1 = append(r.ix.TA1, TA1{ControlNumber: seg.Str(1), Date: seg.Str(2),
+				Time: seg.Str(3), AckCode: seg.Str(4), NoteCode: seg.Str(5)})
+			return 0
+		case idIs(id, "IEA"):
+			r.stray = false
+			return r.endInterchange(true)
+		case r.segISA:
+			r.pending = true
+			return r.endInterchange(false)
+		}
+		if !r.stray {
+			r.stray = true
+			r.ixErr(seg, ErrOutsideGroup, "")
+		}
+		return 0
+	}
+	if r.segISA {
+		r.stray = false
+		r.startInterchange(seg)
+		return 0
+	}
+	if !r.stray {
+		r.stray = true
+		r.addFileErr(&ParseError{Offset: seg.Offset, Segment: seg.Index, Cause: ErrOutsideInterchange})
+	}
+	return 0
+}
+
+func (r *Reader) oversize(seg Segment) {
+	e := &ParseError{Offset: seg.Offset, Segment: seg.Index, Cause: ErrSegmentTooLong,
+		Detail: fmt.Sprintf("limit %d bytes", r.opts.MaxSegment)}
+	switch {
+	case r.set != nil:
+		r.set.SegmentCount++
+		if len(r.set.Errors) < maxErrors {
+			r.set.Errors = append(r.set.Errors, e)
+		}
+		r.nestErr(2)
+	case r.ix != nil:
+		if len(r.ix.Errors) < maxErrors {
+			r.ix.Errors = append(r.ix.Errors, e)
+		}
+	default:
+		r.addFileErr(e)
+	}
+}
+
+// validID reports whether id is a well-formed segment identifier: two or
+// three upper-case letters and digits, starting with a letter.
+func validID(id []byte) bool {
+	if len(id) < 2 || len(id) > 3 || id[0] < 'A' || id[0] > 'Z' {
+		return false
+	}
+	for _, c := range id[1:] {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Reader) addFileErr(e *ParseError) {
+	if len(r.fileErrs) < maxErrors {
+		r.fileErrs = append(r.fileErrs, e)
+	}
+}
+
+func (r *Reader) ixErr(seg Segment, c *Cause, detail string) {
+	if len(r.ix.Errors) < maxErrors {
+		r.ix.Errors = append(r.ix.Errors, &ParseError{Offset: seg.Offset, Segment: seg.Index,
+			SegmentID: safeID(seg.id()), Cause: c, Detail: detail})
+	}
+}
+
+func (r *Reader) groupErr(seg Segment, c *Cause, detail string) {
+	if len(r.g.Errors) < maxErrors {
+		r.g.Errors = append(r.g.Errors, &ParseError{Offset: seg.Offset, Segment: seg.Index,
+			SegmentID: safeID(seg.id()), Cause: c, Detail: detail})
+	}
+	r.ix.nested++
+}
+
+func (r *Reader) setErr(seg Segment, c *Cause, detail string) {
+	if len(r.set.Errors) < maxErrors {
+		r.set.Errors = append(r.set.Errors, &ParseError{Offset: seg.Offset, Segment: seg.Index,
+			Position: r.set.SegmentCount, SegmentID: safeID(seg.id()), Cause: c, Detail: detail})
+	}
+	r.nestErr(2)
+}
+
+// nestErr counts an error of a set (depth 2) or group (depth 1) in the
+// levels above it.
+func (r *Reader) nestErr(depth int) {
+	if depth == 2 {
+		r.g.nested++
+	}
+	r.ix.nested++
+}
+
+// safeID returns a segment identifier fit to show: identifiers only, never
+// content that a broken delimiter let into the identifier position.
+func safeID(id []byte) string {
+	if len(id) > 3 {
+		return ""
+	}
+	for _, c := range id {
+		if !isAlnum(c) {
+			return ""
+		}
+	}
+	return string(id)
+}
+
+func (r *Reader) startInterchange(seg Segment) {
+	h := r.nextISA
+	e := &h.elems
+	str := func(i int) string { return string(bytes.TrimSpace(e[i])) }
+	ix := &Interchange{
+		Offset: seg.Offset, Segment: seg.Index,
+		Delimiters: h.d, Canonical: h.canonical,
+		SenderQualifier: str(5), SenderID: str(6),
+		ReceiverQualifier: str(7), ReceiverID: str(8),
+		Date: str(9), Time: str(10), Standards: str(11), Version: str(12),
+		ControlNumber: str(13), AckRequested: str(14) == "1", Usage: str(15),
+	}
+	r.ix = ix
+	ix.key = "x12:" + keyPart(ix.Usage) + ":" + keyPart(ix.SenderQualifier) + ":" + keyPart(ix.SenderID) +
+		":" + keyPart(ix.ReceiverQualifier) + ":" + keyPart(ix.ReceiverID) + ":" + keyPart(padISA13(ix.ControlNumber))
+	switch {
+	case !isDigits([]byte(ix.ControlNumber)) || len(ix.ControlNumber) > 9:
+		r.ixErr(seg, ErrISAControlNumber, "ISA13="+quoteCtl(ix.ControlNumber))
+	case ix.Date != "" && (len(ix.Date) != 6 || !isDigits([]byte(ix.Date))):
+		r.ixErr(seg, ErrISADate, "")
+	case ix.Time != "" && (len(ix.Time) != 4 || !isDigits([]byte(ix.Time))):
+		r.ixErr(seg, ErrISATime, "")
+	}
+	if v := str(14); v != "0" && v != "1" {
+		r.ixErr(seg, ErrISAAckRequested, "ISA14="+quoteCtl(v))
+	}
+	if ix.Usage != "P" && ix.Usage != "T" && ix.Usage != "I" {
+		r.ixErr(seg, ErrISAUsage, "ISA15="+quoteCtl(ix.Usage))
+	}
+	if len(ix.Version) != 5 || !isDigits([]byte(ix.Version)) {
+		r.ixErr(seg, ErrISAVersion, "ISA12="+quoteCtl(ix.Version))
+	}
+}
+
+func (r *Reader) endInterchange(trailer bool) Kind {
+	ix := r.ix
+	if trailer {
+		seg := r.seg
+		ix.Complete = true
+		if n := seg.Str(1); !numEqual(n, ix.GroupCount) {
+			r.ixErr(seg, ErrIEAGroupCount, fmt.Sprintf("IEA01=%s, counted %d", quoteCtl(n), ix.GroupCount))
+		}
+		if c := seg.Str(2); padISA13(c) != padISA13(ix.ControlNumber) {
+			r.ixErr(seg, ErrIEAControlNumber, fmt.Sprintf("IEA02=%s, ISA13=%s", quoteCtl(c), quoteCtl(ix.ControlNumber)))
+		}
+	} else if len(ix.Errors) < maxErrors {
+		ix.Errors = append(ix.Errors, &ParseError{Offset: r.endOffset(), Segment: r.endIndex(), Cause: ErrIEAMissing})
+	}
+	r.ended = KindInterchangeEnd
+	return KindInterchangeEnd
+}
+
+func (r *Reader) startGroup(seg Segment) {
+	ix := r.ix
+	ix.GroupCount++
+	g := &Group{
+		Offset: seg.Offset, Segment: seg.Index,
+		FunctionalID: seg.Str(1), SenderCode: seg.Str(2), ReceiverCode: seg.Str(3),
+		Date: seg.Str(4), Time: seg.Str(5), ControlNumber: seg.Str(6), Agency: seg.Str(7), Version: seg.Str(8),
+	}
+	r.g = g
+	ctl := trimZeros(g.ControlNumber)
+	g.key = ix.key + ":" + keyPart(g.SenderCode) + ":" + keyPart(g.ReceiverCode) + ":" + keyPart(ctl)
+	switch {
+	case g.FunctionalID == "":
+		r.groupErr(seg, ErrGSSyntax, "GS01 is empty")
+	case !isDigits([]byte(g.ControlNumber)) || len(g.ControlNumber) > 9:
+		r.groupErr(seg, ErrGSSyntax, "GS06="+quoteCtl(g.ControlNumber))
+	case g.Version == "":
+		r.groupErr(seg, ErrGSSyntax, "GS08 is empty")
+	}
+	if ix.gs06Seen == nil {
+		ix.gs06Seen = make(map[string]struct{}, 1)
+	}
+	if _, dup := ix.gs06Seen[ctl]; dup {
+		r.groupErr(seg, ErrGSDuplicate, "GS06="+quoteCtl(g.ControlNumber))
+	}
+	ix.gs06Seen[ctl] = struct{}{}
+}
+
+func (r *Reader) endGroup(trailer bool) Kind {
+	g := r.g
+	if trailer {
+		seg := r.seg
+		g.Complete = true
+		if n := seg.Str(1); !numEqual(n, g.SetCount) {
+			r.groupErr(seg, ErrGESetCount, fmt.Sprintf("GE01=%s, counted %d", quoteCtl(n), g.SetCount))
+		}
+		if c := seg.Str(2); trimZeros(c) != trimZeros(g.ControlNumber) {
+			r.groupErr(seg, ErrGEControlNumber, fmt.Sprintf("GE02=%s, GS06=%s", quoteCtl(c), quoteCtl(g.ControlNumber)))
+		}
+	} else {
+		if len(g.Errors) < maxErrors {
+			g.Errors = append(g.Errors, &ParseError{Offset: r.endOffset(), Segment: r.endIndex(), Cause: ErrGEMissing})
+		}
+		r.ix.nested++
+	}
+	r.ended = KindGroupEnd
+	return KindGroupEnd
+}
+
+func (r *Reader) startSet(seg Segment) {
+	g := r.g
+	g.SetCount++
+	s := &Set{
+		Offset: seg.Offset, Segment: seg.Index,
+		Type: seg.Str(1), ControlNumber: seg.Str(2), Implementation: seg.Str(3),
+	}
+	r.set = s
+	s.Key = g.key + ":" + keyPart(s.Type) + ":" + keyPart(s.ControlNumber)
+	r.h.Reset()
+	r.hbuf = r.hbuf[:0]
+	r.arena = r.arena[:0]
+	r.spans = r.spans[:0]
+	r.addToSet(seg)
+	if len(s.Type) != 3 || !isAlnum(s.Type[0]) {
+		r.setErr(seg, ErrSTType, "ST01="+quoteCtl(s.Type))
+	}
+	if n := len(s.ControlNumber); n < 4 || n > 9 {
+		r.setErr(seg, ErrSTControlNumber, "ST02="+quoteCtl(s.ControlNumber))
+	}
+	if g.stSeen == nil {
+		g.stSeen = make(map[string]struct{}, 1)
+	}
+	if _, dup := g.stSeen[s.ControlNumber]; dup {
+		r.setErr(seg, ErrSTDuplicate, "ST02="+quoteCtl(s.ControlNumber))
+	}
+	g.stSeen[s.ControlNumber] = struct{}{}
+}
+
+// addToSet counts, hashes and (with KeepSegments) keeps a segment of the
+// current set.
+func (r *Reader) addToSet(seg Segment) {
+	r.set.SegmentCount++
+	if r.d == Canonical && isNormalized(seg.raw) {
+		r.hbuf = append(r.hbuf, seg.raw...)
+	} else {
+		r.hbuf = appendNormalized(r.hbuf, seg.raw, r.d)
+	}
+	r.hbuf = append(r.hbuf, '~')
+	if len(r.hbuf) >= hashChunk {
+		r.h.Write(r.hbuf)
+		r.hbuf = r.hbuf[:0]
+	}
+	if r.opts.KeepSegments {
+		start := len(r.arena)
+		r.arena = append(r.arena, seg.raw...)
+		r.spans = append(r.spans, span{start: start, end: len(r.arena), off: seg.Offset, index: seg.Index})
+	}
+}
+
+func (r *Reader) endSet(trailer bool) Kind {
+	s := r.set
+	if trailer {
+		seg := r.seg
+		s.Complete = true
+		if n := seg.Str(1); !numEqual(n, s.SegmentCount) {
+			r.setErr(seg, ErrSESegmentCount, fmt.Sprintf("SE01=%s, counted %d", quoteCtl(n), s.SegmentCount))
+		}
+		if c := seg.Str(2); c != s.ControlNumber {
+			r.setErr(seg, ErrSEControlNumber, fmt.Sprintf("SE02=%s, ST02=%s", quoteCtl(c), quoteCtl(s.ControlNumber)))
+		}
+	} else {
+		if len(s.Errors) < maxErrors {
+			s.Errors = append(s.Errors, &ParseError{Offset: r.endOffset(), Segment: r.endIndex(),
+				Position: s.SegmentCount + 1, Cause: ErrSEMissing})
+		}
+		r.nestErr(2)
+	}
+	r.h.Write(r.hbuf)
+	r.hbuf = r.hbuf[:0]
+	r.h.Sum(s.ContentHash[:0])
+	if r.opts.KeepSegments {
+		s.segs = s.segs[:0]
+		for _, sp := range r.spans {
+			s.segs = append(s.segs, Segment{raw: r.arena[sp.start:sp.end:sp.end], d: r.d, Offset: sp.off, Index: sp.index})
+		}
+	}
+	r.ended = KindSet
+	return KindSet
+}
+
+// endOffset and endIndex locate a missing trailer: at the segment that
+// showed it missing, or at the end of the input.
+func (r *Reader) endOffset() int64 {
+	if r.eof {
+		return r.off
+	}
+	return r.seg.Offset
+}
+
+func (r *Reader) endIndex() int {
+	if r.eof {
+		return r.segIndex + 1
+	}
+	return r.seg.Index
+}

@@ -48,6 +48,27 @@ var canonicalSeps = [isaElems]int{3, 6, 17, 20, 31, 34, 50, 53, 69, 76, 81, 83, 
 // was stripped or stretched still yields its delimiters. The error is a
 // Cause: the header is unusable.
 func parseISA(b []byte) (isaHeader, *Cause, string) {
+	h, cause, detail := parseISAOnce(b)
+	if cause == ErrISAHeader && bytes.ContainsAny(b[:min(len(b), isaMaxLen)], "\r\n") {
+		// A file wrapped at a fixed width wraps its ISA too: read the header
+		// without the line breaks, which cannot be its terminator then.
+		unwrapped := make([]byte, 0, isaMaxLen)
+		for _, c := range b[:min(len(b), isaMaxLen+8)] {
+			if c != '\n' && c != '\r' {
+				unwrapped = append(unwrapped, c)
+			}
+		}
+		if h2, c2, d2 := parseISAOnce(unwrapped); c2 == nil {
+			h2.canonical = false
+			return h2, nil, ""
+		} else if c2 != ErrISAHeader {
+			return h2, c2, d2
+		}
+	}
+	return h, cause, detail
+}
+
+func parseISAOnce(b []byte) (isaHeader, *Cause, string) {
 	var h isaHeader
 	if len(b) < 4 || b[0] != 'I' || b[1] != 'S' || b[2] != 'A' {
 		return h, ErrISAHeader, "segment does not start with ISA"
@@ -77,7 +98,7 @@ func parseISA(b []byte) (isaHeader, *Cause, string) {
 			return h, ErrISAHeader, fmt.Sprintf("header has %d of %d elements", i-1, isaElems)
 		}
 		h.elems[i] = b[start : start+next]
-		if bytes.IndexByte(h.elems[i], '\n') >= 0 {
+		if bytes.IndexByte(h.elems[i], '\n') >= 0 || bytes.IndexByte(h.elems[i], '\r') >= 0 {
 			return h, ErrISAHeader, fmt.Sprintf("line break inside ISA%02d", i)
 		}
 		pos = start + next
@@ -94,15 +115,20 @@ func parseISA(b []byte) (isaHeader, *Cause, string) {
 	d := &h.d
 	d.Element = es
 	switch {
-	case d.Component == es || isAlnum(d.Component) || d.Component == ' ':
+	case d.Component == es || isAlnum(d.Component) || isSpace(d.Component):
 		return h, ErrComponentSeparator, fmt.Sprintf("ISA16 is %q", d.Component)
 	case d.Segment == es || d.Segment == d.Component || isAlnum(d.Segment) || d.Segment == ' ':
 		return h, ErrSegmentTerminator, fmt.Sprintf("segment terminator is %q", d.Segment)
 	}
+	// A terminator inside the header means these bytes are not one ISA
+	// segment but pieces of several.
+	if bytes.IndexByte(b[:h.length-1], d.Segment) >= 0 {
+		return h, ErrSegmentTerminator, fmt.Sprintf("segment terminator %q occurs inside the ISA header", d.Segment)
+	}
 	// ISA11 is the repetition separator from version 00402 on; before that
 	// it is the standards identifier ("U"). A value equal to another
 	// delimiter is ambiguous: the other delimiter wins.
-	if r := h.elems[11]; len(r) == 1 && !isAlnum(r[0]) && r[0] != ' ' &&
+	if r := h.elems[11]; len(r) == 1 && !isAlnum(r[0]) && !isSpace(r[0]) &&
 		r[0] != es && r[0] != d.Component && r[0] != d.Segment {
 		d.Repetition = r[0]
 	}

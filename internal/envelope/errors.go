@@ -79,6 +79,7 @@ var (
 	ErrIEAControlNumber   = &Cause{Code: "iea02_mismatch", Level: LevelInterchange, Ack: "001", msg: "IEA02 does not match ISA13"}
 	ErrIEAGroupCount      = &Cause{Code: "iea01_count", Level: LevelInterchange, Ack: "021", msg: "IEA01 does not match the number of functional groups"}
 	ErrIEAMissing         = &Cause{Code: "iea_missing", Level: LevelInterchange, Ack: "023", msg: "interchange ends without IEA (truncated)"}
+	ErrTA1Syntax          = &Cause{Code: "ta1_syntax", Level: LevelInterchange, Ack: "024", msg: "invalid TA1 segment"}
 	ErrOutsideGroup       = &Cause{Code: "outside_group", Level: LevelInterchange, Ack: "024", msg: "segment outside any functional group"}
 	ErrSegmentTooLong     = &Cause{Code: "segment_too_long", Level: LevelInterchange, Ack: "024", msg: "segment longer than the maximum allowed"}
 

@@ -9,7 +9,7 @@ import (
 // of padding, and ':' (the key separator), '%' and bytes outside printable
 // ASCII are percent-encoded, so no two different values share a key part.
 func keyPart(v string) string {
-	v = strings.TrimSpace(v)
+	v = strings.Trim(v, " ")
 	clean := true
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == ':' || c == '%' || c <= ' ' || c > '~' {
@@ -33,6 +33,18 @@ func keyPart(v string) string {
 		b.WriteByte(c)
 	}
 	return b.String()
+}
+
+// keyVal returns the key part of an envelope element: trimmed, in its
+// normalised form when it holds separators (so the key does not depend on
+// the delimiters the file used), then escaped by keyPart.
+func keyVal(v string, d Delimiters) string {
+	v = strings.Trim(v, " ")
+	if strings.IndexByte(v, d.Component) >= 0 || d.Repetition != 0 && strings.IndexByte(v, d.Repetition) >= 0 ||
+		strings.ContainsAny(v, "*:^~\\") {
+		v = string(appendNormalized(nil, []byte(v), d))
+	}
+	return keyPart(v)
 }
 
 // padISA13 returns an interchange control number in its fixed nine-digit

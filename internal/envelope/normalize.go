@@ -1,7 +1,5 @@
 package envelope
 
-
-
 // The normalised form of a segment is what the content hash covers. It is
 // the same for every re-send of the same content, whatever its delimiters,
 // line endings or padding, and differs when any element differs:
@@ -29,6 +27,7 @@ var normClass = func() (t [256]uint8) {
 	t['^'] = clsRep
 	t['*'] = clsElem
 	t[escape] = clsEscape
+	t['~'] = clsEscape // never in a segment read with '~' as terminator
 	return t
 }()
 

@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -25,6 +26,10 @@ type Options struct {
 	MaxSegment int
 	// KeepSegments makes Set.Segments return the set's segments at KindSet.
 	KeepSegments bool
+	// Trace, when set, is called with every segment read, envelope
+	// segments included, before it is applied. The segment is valid only
+	// during the call.
+	Trace func(Segment)
 	// SearchWindow is how far into the file the Reader looks for an ISA
 	// header behind leading text. Default 64 KiB.
 	SearchWindow int
@@ -286,6 +291,8 @@ func (r *Reader) Next() (Kind, error) {
 				r.eof = true
 			} else if err != nil {
 				return 0, err
+			} else if r.opts.Trace != nil && !isTooLong(r.seg) {
+				r.opts.Trace(r.seg)
 			}
 		}
 		r.pending = false
@@ -416,12 +423,28 @@ func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\
 // read reads the next segment into r.seg. At an ISA it first reads the
 // header, so the segment is read with the delimiters it declares.
 func (r *Reader) read() error {
+	for {
+		err := r.readOne()
+		if err != errEmpty {
+			return err
+		}
+	}
+}
+
+// errEmpty reports an empty segment (two terminators in a row): skipped,
+// like a blank line, and not counted.
+var errEmpty = errors.New("empty segment")
+
+func (r *Reader) readOne() error {
 	var b []byte
 	for {
 		var err error
 		b, err = r.br.Peek(4)
 		n := 0
-		for n < len(b) && isSpace(b[n]) && b[n] != r.d.Segment {
+		// Whitespace at a segment start is never content: line breaks
+		// after terminators, indentation, blank lines when the
+		// terminator is itself a newline.
+		for n < len(b) && isSpace(b[n]) {
 			n++
 		}
 		if n > 0 {
@@ -438,7 +461,9 @@ func (r *Reader) read() error {
 		break
 	}
 	r.segISA = false
-	if len(b) == 4 && b[0] == 'I' && b[1] == 'S' && b[2] == 'A' && !isAlnum(b[3]) && b[3] != ' ' {
+	// A segment whose identifier is ISA starts an interchange: its header
+	// must declare the delimiters, or it is reported.
+	if b[0] == 'I' && r.startsISA() {
 		hb, err := r.br.Peek(isaMaxLen)
 		if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 			return err
@@ -458,6 +483,27 @@ func (r *Reader) read() error {
 		}
 	}
 	return r.readSegment()
+}
+
+// startsISA reports whether the next segment's identifier is ISA, looking
+// through line breaks (a file wrapped at a fixed width may break one inside
+// "ISA").
+func (r *Reader) startsISA() bool {
+	b, _ := r.br.Peek(16)
+	id := make([]byte, 0, 4)
+	for _, c := range b {
+		if c == r.d.Segment {
+			break
+		}
+		if c == '\n' || c == '\r' {
+			continue
+		}
+		id = append(id, c)
+		if len(id) == 4 {
+			break
+		}
+	}
+	return len(id) >= 3 && string(id[:3]) == "ISA" && (len(id) == 3 || !isAlnum(id[3]))
 }
 
 // readSegment reads up to the segment terminator. A segment longer than
@@ -492,10 +538,14 @@ func (r *Reader) readSegment() error {
 	}
 	if n := len(line); line[n-1] == r.d.Segment && err == nil {
 		line = line[:n-1]
+		if n == 1 {
+			return errEmpty
+		}
 	}
-	// Files wrapped at a fixed width carry line breaks inside segments.
-	if r.d.Segment != '\n' && r.d.Segment != '\r' &&
-		(bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0) {
+	// CR and LF are never X12 data: they are line breaks of files wrapped
+	// at a fixed width, or the other half of a CR LF pair when the
+	// terminator is one of them.
+	if bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
 		r.wrapped = r.wrapped[:0]
 		for _, c := range line {
 			if c != '\n' && c != '\r' {
@@ -503,6 +553,9 @@ func (r *Reader) readSegment() error {
 			}
 		}
 		line = r.wrapped
+		if len(line) == 0 {
+			return errEmpty
+		}
 	}
 	r.segIndex++
 	r.seg = Segment{raw: line, d: r.d, Offset: off, Index: r.segIndex}
@@ -512,6 +565,8 @@ func (r *Reader) readSegment() error {
 // tooLong stands in for a discarded oversize segment.
 var tooLong = []byte{0}
 
+func isTooLong(s Segment) bool { return len(s.raw) == 1 && s.raw[0] == 0 }
+
 // segment identifiers, as compared without allocating.
 func idIs(id []byte, s string) bool { return string(id) == s }
 
@@ -519,7 +574,7 @@ func idIs(id []byte, s string) bool { return string(id) == s }
 // of level it completed, or 0.
 func (r *Reader) handle() Kind {
 	seg := r.seg
-	if len(seg.raw) == 1 && seg.raw[0] == 0 {
+	if isTooLong(seg) {
 		r.oversize(seg)
 		return 0
 	}
@@ -566,8 +621,7 @@ func (r *Reader) handle() Kind {
 			return 0
 		case idIs(id, "TA1"):
 			r.stray = false
-			r.ix.TA1 = append(r.ix.TA1, TA1{ControlNumber: seg.Str(1), Date: seg.Str(2),
-				Time: seg.Str(3), AckCode: seg.Str(4), NoteCode: seg.Str(5)})
+			r.addTA1(seg)
 			return 0
 		case idIs(id, "IEA"):
 			r.stray = false
@@ -592,6 +646,19 @@ func (r *Reader) handle() Kind {
 		r.addFileErr(&ParseError{Offset: seg.Offset, Segment: seg.Index, Cause: ErrOutsideInterchange})
 	}
 	return 0
+}
+
+func (r *Reader) addTA1(seg Segment) {
+	t := TA1{ControlNumber: seg.Str(1), Date: seg.Str(2), Time: seg.Str(3), AckCode: seg.Str(4), NoteCode: seg.Str(5)}
+	r.ix.TA1 = append(r.ix.TA1, t)
+	switch {
+	case len(t.ControlNumber) != 9 || !isDigits([]byte(t.ControlNumber)):
+		r.ixErr(seg, ErrTA1Syntax, "TA101="+quoteCtl(t.ControlNumber))
+	case t.AckCode != "A" && t.AckCode != "E" && t.AckCode != "R":
+		r.ixErr(seg, ErrTA1Syntax, "TA104="+quoteCtl(t.AckCode))
+	case len(t.NoteCode) != 3 || !isDigits([]byte(t.NoteCode)):
+		r.ixErr(seg, ErrTA1Syntax, "TA105="+quoteCtl(t.NoteCode))
+	}
 }
 
 func (r *Reader) oversize(seg Segment) {
@@ -682,7 +749,7 @@ func safeID(id []byte) string {
 func (r *Reader) startInterchange(seg Segment) {
 	h := r.nextISA
 	e := &h.elems
-	str := func(i int) string { return string(bytes.TrimSpace(e[i])) }
+	str := func(i int) string { return string(bytes.Trim(e[i], " ")) }
 	ix := &Interchange{
 		Offset: seg.Offset, Segment: seg.Index,
 		Delimiters: h.d, Canonical: h.canonical,
@@ -692,8 +759,9 @@ func (r *Reader) startInterchange(seg Segment) {
 		ControlNumber: str(13), AckRequested: str(14) == "1", Usage: str(15),
 	}
 	r.ix = ix
-	ix.key = "x12:" + keyPart(ix.Usage) + ":" + keyPart(ix.SenderQualifier) + ":" + keyPart(ix.SenderID) +
-		":" + keyPart(ix.ReceiverQualifier) + ":" + keyPart(ix.ReceiverID) + ":" + keyPart(padISA13(ix.ControlNumber))
+	d := h.d
+	ix.key = "x12:" + keyVal(ix.Usage, d) + ":" + keyVal(ix.SenderQualifier, d) + ":" + keyVal(ix.SenderID, d) +
+		":" + keyVal(ix.ReceiverQualifier, d) + ":" + keyVal(ix.ReceiverID, d) + ":" + keyVal(padISA13(ix.ControlNumber), d)
 	switch {
 	case !isDigits([]byte(ix.ControlNumber)) || len(ix.ControlNumber) > 9:
 		r.ixErr(seg, ErrISAControlNumber, "ISA13="+quoteCtl(ix.ControlNumber))
@@ -741,7 +809,7 @@ func (r *Reader) startGroup(seg Segment) {
 	}
 	r.g = g
 	ctl := trimZeros(g.ControlNumber)
-	g.key = ix.key + ":" + keyPart(g.SenderCode) + ":" + keyPart(g.ReceiverCode) + ":" + keyPart(ctl)
+	g.key = ix.key + ":" + keyVal(g.SenderCode, r.d) + ":" + keyVal(g.ReceiverCode, r.d) + ":" + keyVal(ctl, r.d)
 	switch {
 	case g.FunctionalID == "":
 		r.groupErr(seg, ErrGSSyntax, "GS01 is empty")
@@ -788,7 +856,7 @@ func (r *Reader) startSet(seg Segment) {
 		Type: seg.Str(1), ControlNumber: seg.Str(2), Implementation: seg.Str(3),
 	}
 	r.set = s
-	s.Key = g.key + ":" + keyPart(s.Type) + ":" + keyPart(s.ControlNumber)
+	s.Key = g.key + ":" + keyVal(s.Type, r.d) + ":" + keyVal(s.ControlNumber, r.d)
 	r.h.Reset()
 	r.hbuf = r.hbuf[:0]
 	r.arena = r.arena[:0]

@@ -55,8 +55,8 @@ func (s Segment) Elem(i int) []byte {
 	return b
 }
 
-// Str returns element i as a string with surrounding spaces trimmed.
-func (s Segment) Str(i int) string { return string(bytes.TrimSpace(s.Elem(i))) }
+// Str returns element i as a string with its space padding trimmed.
+func (s Segment) Str(i int) string { return string(bytes.Trim(s.Elem(i), " ")) }
 
 // Comp returns component j (1-based) of the first repetition of element i,
 // or nil when absent. Comp(i, 1) of a simple element is the element.

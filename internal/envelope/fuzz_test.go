@@ -1,0 +1,168 @@
+package envelope
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func addSeeds(f *testing.F) {
+	paths, _ := filepath.Glob("testdata/*.*")
+	if dir := os.Getenv("EDIWATCH_X12_CORPUS"); dir != "" {
+		more, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
+		paths = append(paths, more...)
+	}
+	for _, p := range paths {
+		if data, err := os.ReadFile(p); err == nil && len(data) < 64<<10 {
+			f.Add(data)
+		}
+	}
+}
+
+type traced struct {
+	d     Delimiters
+	id    []byte
+	nid   []byte // the identifier in normalised form, to compare
+	elems [][][][]byte
+}
+
+func traceParse(t *testing.T, data []byte) (*File, []traced) {
+	var segs []traced
+	file, err := Parse(bytes.NewReader(data), Options{MaxSegment: 8 << 10, Trace: func(s Segment) {
+		id, elems := Split(s.Clone())
+		segs = append(segs, traced{d: s.Delimiters(), id: id, nid: appendNormalized(nil, id, s.Delimiters()), elems: elems})
+	}})
+	if err != nil {
+		t.Fatalf("Parse over a bytes.Reader failed: %v", err)
+	}
+	return file, segs
+}
+
+// rewrite serialises traced segments with other delimiters, mapping each
+// interchange's delimiters to to, and a line break after each segment
+// unless the terminator is one.
+func rewrite(segs []traced, to Delimiters) []byte {
+	var buf bytes.Buffer
+	eol := "\n"
+	if to.Segment == '\n' || to.Segment == '\r' {
+		eol = ""
+	}
+	w := NewWriter(&buf, to, eol)
+	for _, s := range segs {
+		// A malformed identifier may hold separators: they are separators
+		// under the new delimiters too.
+		id := bytes.Clone(s.id)
+		for i, c := range id {
+			switch {
+			case c == s.d.Component:
+				id[i] = to.Component
+			case s.d.Repetition != 0 && c == s.d.Repetition:
+				id[i] = to.Repetition
+			}
+		}
+		w.Fields(id, s.elems)
+	}
+	w.Flush()
+	return buf.Bytes()
+}
+
+// FuzzReader asserts that no input panics the reader, and that whatever it
+// accepts re-serialises to the same segments: written again with other
+// delimiters and line breaks, it reads back as the same segments, the same
+// keys, the same content hashes and the same errors.
+func FuzzReader(f *testing.F) {
+	addSeeds(f)
+	candidates := []Delimiters{
+		Canonical,
+		{Element: '|', Repetition: '!', Component: '>', Segment: '\n'},
+		{Element: 0x1D, Repetition: 0x1E, Component: 0x1F, Segment: 0x1C},
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, segs := traceParse(t, data)
+		if !file.X12 || len(file.Errors) > 0 {
+			return
+		}
+		var codes []string
+		for _, e := range file.AllErrors() {
+			if e.Cause == ErrSegmentTooLong {
+				return
+			}
+			codes = append(codes, e.Cause.Code)
+		}
+		var to Delimiters
+		for _, c := range candidates {
+			if bytes.IndexByte(data, c.Element) < 0 && bytes.IndexByte(data, c.Repetition) < 0 &&
+				bytes.IndexByte(data, c.Component) < 0 && bytes.IndexByte(data, c.Segment) < 0 {
+				to = c
+				break
+			}
+		}
+		if to.Element == 0 {
+			return
+		}
+		out := rewrite(segs, to)
+		file2, segs2 := traceParse(t, out)
+		if !file2.X12 || len(file2.Errors) > 0 {
+			t.Fatalf("re-serialised input not accepted: %v\n%q", file2.AllErrors(), out)
+		}
+		if len(segs2) != len(segs) {
+			t.Fatalf("%d segments, re-read %d\n%q\n%q", len(segs), len(segs2), data, out)
+		}
+		for i := range segs {
+			if !bytes.Equal(segs[i].nid, segs2[i].nid) || !equalElems(segs[i].elems, segs2[i].elems) {
+				t.Fatalf("segment %d differs: %q %q vs %q %q", i, segs[i].id, segs[i].elems, segs2[i].id, segs2[i].elems)
+			}
+		}
+		if !slices.Equal(file.Keys(), file2.Keys()) {
+			t.Fatalf("keys %q, re-read %q", file.Keys(), file2.Keys())
+		}
+		if !slices.Equal(setHashes(file), setHashes(file2)) {
+			t.Fatalf("content hashes differ after re-serialising with %v: %q -> %q", to, data, out)
+		}
+		var codes2 []string
+		for _, e := range file2.AllErrors() {
+			codes2 = append(codes2, e.Cause.Code)
+		}
+		if !slices.Equal(codes, codes2) {
+			t.Fatalf("errors %v, re-read %v", codes, codes2)
+		}
+	})
+}
+
+func equalElems(a, b [][][][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if len(a[i]) != len(b[i]) {
+			return false
+		}
+		for j := range a[i] {
+			if len(a[i][j]) != len(b[i][j]) {
+				return false
+			}
+			for k := range a[i][j] {
+				if !bytes.Equal(a[i][j][k], b[i][j][k]) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// FuzzNormalize asserts that the fast path (hash the segment as it is)
+// is taken exactly when the slow path would not change the segment.
+func FuzzNormalize(f *testing.F) {
+	for _, s := range []string{"NM1*IL*1*DOE", "REF*6R*X **", "SVC*HC:1:*2", "HI*A:^B", "A*\\", "X^*", "", " ", "A: *"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		norm := appendNormalized(nil, raw, Canonical)
+		if fast, same := isNormalized(raw), bytes.Equal(norm, raw); fast != same {
+			t.Fatalf("isNormalized(%q) = %v but normal form is %q", raw, fast, norm)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"slices"
@@ -163,6 +164,37 @@ func FuzzNormalize(f *testing.F) {
 		norm := appendNormalized(nil, raw, Canonical)
 		if fast, same := isNormalized(raw), bytes.Equal(norm, raw); fast != same {
 			t.Fatalf("isNormalized(%q) = %v but normal form is %q", raw, fast, norm)
+		}
+	})
+}
+
+// FuzzSetHasher asserts that the chunked, one-pass set hasher computes
+// exactly the content hash's definition: SHA-256 over each segment's
+// normalised form followed by '~', in canonical and other delimiters.
+func FuzzSetHasher(f *testing.F) {
+	f.Add([]byte("ST*835*1~CLP*A*1 **:~N1*PR*ACME  ~REF*6R*X\\Y~SE*4*1"), uint16(3))
+	f.Add(bytes.Repeat([]byte("SVC*HC:99213:*100~DTM*472*1~"), 2000), uint16(1))
+	exotic := Delimiters{Element: '|', Repetition: '!', Component: '>', Segment: '}'}
+	f.Fuzz(func(t *testing.T, data []byte, rep uint16) {
+		for _, d := range []Delimiters{Canonical, exotic} {
+			var segs [][]byte
+			for _, seg := range bytes.Split(bytes.Repeat(data, int(rep%64)+1), []byte{d.Segment}) {
+				if len(seg) > 0 {
+					segs = append(segs, seg)
+				}
+			}
+			want := sha256.New()
+			hs := newSetHasher()
+			hs.reset(d)
+			for _, seg := range segs {
+				want.Write(append(appendNormalized(nil, seg, d), '~'))
+				hs.add(seg)
+			}
+			var got [32]byte
+			hs.sum(&got)
+			if !bytes.Equal(got[:], want.Sum(nil)) {
+				t.Fatalf("chunked hash differs from the definition for %v", d)
+			}
 		}
 	})
 }

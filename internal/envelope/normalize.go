@@ -7,7 +7,8 @@ package envelope
 //   - a data byte equal to a canonical delimiter, or '\', is escaped with '\'
 //     (it may be data where the file used other delimiters);
 //   - trailing spaces of every element and component are dropped;
-//   - trailing empty elements, repetitions and components are dropped.
+//   - trailing empty elements, repetitions and components are dropped;
+//   - CR and LF, never X12 data, are dropped.
 
 const escape = '\\'
 
@@ -27,7 +28,9 @@ var normClass = func() (t [256]uint8) {
 	t['^'] = clsRep
 	t['*'] = clsElem
 	t[escape] = clsEscape
-	t['~'] = clsEscape // never in a segment read with '~' as terminator
+	t['~'] = clsEscape  // never in a segment read with '~' as terminator
+	t['\r'] = clsEscape // line breaks are never data: the reader strips them
+	t['\n'] = clsEscape
 	return t
 }()
 
@@ -81,6 +84,8 @@ func appendNormalized(dst, raw []byte, d Delimiters) []byte {
 			compStart = len(dst)
 		case c == ' ':
 			dst = append(dst, c)
+		case c == '\r' || c == '\n':
+			// Never data: line breaks of a wrapped file.
 		case c == '*' || c == ':' || c == '^' || c == '~' || c == escape:
 			dst = append(dst, escape, c)
 			dataEnd = len(dst)

@@ -15,7 +15,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 )
 
@@ -41,7 +40,6 @@ const (
 	// maxErrors bounds the errors kept per interchange, group, set and
 	// file, so hostile input cannot grow memory through its errors.
 	maxErrors = 100
-	hashChunk = 16 << 10
 )
 
 // Kind says what a call to Reader.Next completed.
@@ -210,8 +208,7 @@ type Reader struct {
 	g   *Group
 	set *Set
 
-	h     hash.Hash
-	hbuf  []byte
+	hs    *setHasher
 	arena []byte
 	spans []span
 }
@@ -233,8 +230,7 @@ func NewReader(r io.Reader, opts Options) *Reader {
 	return &Reader{
 		br:   bufio.NewReaderSize(r, max(opts.SearchWindow, 64<<10)),
 		opts: opts,
-		h:    sha256.New(),
-		hbuf: make([]byte, 0, hashChunk+1024),
+		hs:   newSetHasher(),
 	}
 }
 
@@ -285,6 +281,9 @@ func (r *Reader) Next() (Kind, error) {
 	for {
 		if r.done {
 			return 0, io.EOF
+		}
+		if r.set != nil && !r.pending && !r.eof && r.opts.Trace == nil {
+			r.fastSet()
 		}
 		if !r.pending && !r.eof {
 			if err := r.read(); err == io.EOF {
@@ -857,8 +856,7 @@ func (r *Reader) startSet(seg Segment) {
 	}
 	r.set = s
 	s.Key = g.key + ":" + keyVal(s.Type, r.d) + ":" + keyVal(s.ControlNumber, r.d)
-	r.h.Reset()
-	r.hbuf = r.hbuf[:0]
+	r.hs.reset(r.d)
 	r.arena = r.arena[:0]
 	r.spans = r.spans[:0]
 	r.addToSet(seg)
@@ -881,21 +879,86 @@ func (r *Reader) startSet(seg Segment) {
 // current set.
 func (r *Reader) addToSet(seg Segment) {
 	r.set.SegmentCount++
-	if r.d == Canonical && isNormalized(seg.raw) {
-		r.hbuf = append(r.hbuf, seg.raw...)
-	} else {
-		r.hbuf = appendNormalized(r.hbuf, seg.raw, r.d)
-	}
-	r.hbuf = append(r.hbuf, '~')
-	if len(r.hbuf) >= hashChunk {
-		r.h.Write(r.hbuf)
-		r.hbuf = r.hbuf[:0]
-	}
+	r.hs.add(seg.raw)
 	if r.opts.KeepSegments {
-		start := len(r.arena)
-		r.arena = append(r.arena, seg.raw...)
-		r.spans = append(r.spans, span{start: start, end: len(r.arena), off: seg.Offset, index: seg.Index})
+		r.keep(seg.raw, seg.Offset, seg.Index)
 	}
+}
+
+func (r *Reader) keep(raw []byte, off int64, index int) {
+	start := len(r.arena)
+	r.arena = append(r.arena, raw...)
+	r.spans = append(r.spans, span{start: start, end: len(r.arena), off: off, index: index})
+}
+
+// fastSet consumes, straight from the read buffer, the segments of the
+// current set that need nothing but counting and hashing: complete
+// segments whose valid identifier is not an envelope identifier. It stops
+// at the first segment that needs more, which the general path then reads.
+// It must agree exactly with readOne, handle and addToSet for the segments
+// it takes; FuzzReader compares the two paths (Trace disables this one).
+func (r *Reader) fastSet() {
+	buf, _ := r.br.Peek(r.br.Buffered())
+	term, es := r.d.Segment, r.d.Element
+	keep := r.opts.KeepSegments
+	s, hs := r.set, r.hs
+	i := 0
+	for i < len(buf) {
+		if isSpace(buf[i]) {
+			i++
+			continue
+		}
+		j := bytes.IndexByte(buf[i:], term)
+		if j < 2 {
+			break
+		}
+		seg := buf[i : i+j]
+		if isEnvelopeID(seg, es) {
+			break
+		}
+		idLen := 2
+		for idLen < len(seg) && idLen < 4 && seg[idLen] != es {
+			idLen++
+		}
+		if !validID(seg[:idLen]) {
+			break
+		}
+		// Kept segments must be free of line breaks; hashed ones are
+		// stripped of them by the normalisation.
+		if keep && (bytes.IndexByte(seg, '\n') >= 0 || bytes.IndexByte(seg, '\r') >= 0) {
+			break
+		}
+		hs.add(seg)
+		s.SegmentCount++
+		r.segIndex++
+		if keep {
+			r.keep(seg, r.off+int64(i), r.segIndex)
+		}
+		i += j + 1
+	}
+	r.br.Discard(i)
+	r.off += int64(i)
+}
+
+// isEnvelopeID reports whether seg starts with an identifier the state
+// machine must see: ISA, IEA, GS, GE, ST, SE or TA1.
+func isEnvelopeID(seg []byte, es byte) bool {
+	if len(seg) < 2 {
+		return false
+	}
+	at := func(n int) bool { return len(seg) == n || seg[n] == es }
+	switch seg[0] {
+	case 'S':
+		return (seg[1] == 'E' || seg[1] == 'T') && at(2)
+	case 'G':
+		return (seg[1] == 'S' || seg[1] == 'E') && at(2)
+	case 'I':
+		return len(seg) >= 3 && (seg[1] == 'S' && seg[2] == 'A' || seg[1] == 'E' && seg[2] == 'A') && at(3) ||
+			seg[1] == 'S' // a wrapped "IS\nA" is left to the general path
+	case 'T':
+		return len(seg) >= 3 && seg[1] == 'A' && seg[2] == '1' && at(3)
+	}
+	return false
 }
 
 func (r *Reader) endSet(trailer bool) Kind {
@@ -916,9 +979,7 @@ func (r *Reader) endSet(trailer bool) Kind {
 		}
 		r.nestErr(2)
 	}
-	r.h.Write(r.hbuf)
-	r.hbuf = r.hbuf[:0]
-	r.h.Sum(s.ContentHash[:0])
+	r.hs.sum(&s.ContentHash)
 	if r.opts.KeepSegments {
 		s.segs = s.segs[:0]
 		for _, sp := range r.spans {

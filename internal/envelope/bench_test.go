@@ -1,0 +1,141 @@
+package envelope
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+var (
+	bigOnce sync.Once
+	big835  []byte
+	bigSegs int
+)
+
+// large835 is a ~117 MB 835: 4,000 sets of 90 claims with two lines each.
+func large835(b *testing.B) []byte {
+	bigOnce.Do(func() {
+		var buf bytes.Buffer
+		n, err := x12gen.Remit{Interchanges: 40, SetsPerGroup: 100, ClaimsPerSet: 90, LinesPerClaim: 2, EOL: "\n"}.Write(&buf)
+		if err != nil {
+			panic(err)
+		}
+		big835, bigSegs = buf.Bytes(), n
+	})
+	return big835
+}
+
+func drain(r io.Reader) (sets int, err error) {
+	rd := NewReader(r, Options{})
+	for {
+		k, err := rd.Next()
+		if err == io.EOF {
+			return sets, nil
+		}
+		if err != nil {
+			return sets, err
+		}
+		if k == KindSet {
+			sets++
+		}
+	}
+}
+
+// BenchmarkParseVsSHA256 measures parsing, keying and content-hashing an
+// 835 of at least 100 MB beside crypto/sha256 over the same bytes, in the
+// same run, and reports the ratio of their throughputs (goal >= 0.5) and
+// the allocations per segment.
+func BenchmarkParseVsSHA256(b *testing.B) {
+	data := large835(b)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	var shaTime, parseTime time.Duration
+	var mallocs uint64
+	var ms runtime.MemStats
+	for b.Loop() {
+		t0 := time.Now()
+		sha256.Sum256(data)
+		t1 := time.Now()
+		runtime.ReadMemStats(&ms)
+		before := ms.Mallocs
+		t2 := time.Now()
+		if _, err := drain(bytes.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		runtime.ReadMemStats(&ms)
+		mallocs += ms.Mallocs - before
+		shaTime += t1.Sub(t0)
+		parseTime += t3.Sub(t2)
+	}
+	mb := float64(len(data)) * float64(b.N) / 1e6
+	b.ReportMetric(mb/shaTime.Seconds(), "sha256-MB/s")
+	b.ReportMetric(mb/parseTime.Seconds(), "parse-MB/s")
+	b.ReportMetric(shaTime.Seconds()/parseTime.Seconds(), "ratio-vs-sha256")
+	b.ReportMetric(float64(mallocs)/float64(b.N)/float64(bigSegs), "allocs/segment")
+}
+
+// BenchmarkPeakHeap streams generated 835s of 16 MB and 256 MB through the
+// reader and reports the peak heap in use above the heap before the run:
+// it must not grow with the file.
+func BenchmarkPeakHeap(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		sets int
+	}{{"16MB", 25}, {"256MB", 400}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var peak uint64
+			for b.Loop() {
+				runtime.GC()
+				var base runtime.MemStats
+				runtime.ReadMemStats(&base)
+				stop := make(chan struct{})
+				done := make(chan uint64)
+				go func() {
+					var ms runtime.MemStats
+					var p uint64
+					t := time.NewTicker(2 * time.Millisecond)
+					defer t.Stop()
+					for {
+						runtime.ReadMemStats(&ms)
+						p = max(p, ms.HeapInuse)
+						select {
+						case <-stop:
+							done <- p
+							return
+						case <-t.C:
+						}
+					}
+				}()
+				r := x12gen.Remit{Interchanges: tc.sets, SetsPerGroup: 1, ClaimsPerSet: 2000, LinesPerClaim: 2, EOL: "\n"}.Reader()
+				if _, err := drain(r); err != nil {
+					b.Fatal(err)
+				}
+				r.Close()
+				close(stop)
+				if p := <-done; p > base.HeapInuse {
+					peak = max(peak, p-base.HeapInuse)
+				}
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		})
+	}
+}
+
+// BenchmarkParse is the reader alone over the large 835, for profiling.
+func BenchmarkParse(b *testing.B) {
+	data := large835(b)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := drain(bytes.NewReader(data)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -7,20 +7,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ediwatch/ediwatch/internal/testenv"
 )
 
-// corpusDir returns the public X12 corpus directory from
-// EDIWATCH_X12_CORPUS. The README test command sets it; under CI a missing
-// corpus fails the run rather than skipping it.
+// corpusDir returns the public X12 corpus directory, which the README test
+// command provides; under CI a missing corpus fails the run.
 func corpusDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("EDIWATCH_X12_CORPUS")
-	if dir == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("EDIWATCH_X12_CORPUS is not set; the README test command sets it")
-		}
-		t.Skip("EDIWATCH_X12_CORPUS not set (run the README test command)")
-	}
+	dir := testenv.Corpus(t)
 	if _, err := os.Stat(filepath.Join(dir, "SOURCES.md")); err != nil {
 		t.Fatalf("corpus at %s: %v", dir, err)
 	}

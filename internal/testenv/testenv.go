@@ -1,0 +1,52 @@
+// Package testenv gives tests the services that scripts/test.sh starts: a
+// throwaway PostgreSQL and a throwaway OpenSSH sshd. When a service is not
+// configured, a test fails under CI=true and is skipped otherwise (a plain
+// `go test` on a developer's machine).
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+// InCI reports whether the tests run under CI, where nothing may skip.
+func InCI() bool { return os.Getenv("CI") != "" }
+
+func need(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v != "" {
+		return v
+	}
+	if InCI() {
+		t.Fatalf("%s is not set: run the tests with scripts/test.sh, which starts the services", name)
+	}
+	t.Skipf("%s is not set (scripts/test.sh starts the services)", name)
+	return ""
+}
+
+// PostgresURL returns the URL of the test PostgreSQL server.
+func PostgresURL(t testing.TB) string { return need(t, "EDIWATCH_TEST_POSTGRES") }
+
+// SSHD describes the test OpenSSH server.
+type SSHD struct {
+	Addr       string // host:port
+	User       string
+	KeyFile    string // the user's private key
+	KnownHosts string // a known_hosts file holding the server's host key
+	Drop       string // the local path of the directory SFTP sessions start in
+}
+
+// OpenSSH returns the test OpenSSH server.
+func OpenSSH(t testing.TB) SSHD {
+	return SSHD{
+		Addr:       need(t, "EDIWATCH_TEST_SSHD_ADDR"),
+		User:       need(t, "EDIWATCH_TEST_SSHD_USER"),
+		KeyFile:    need(t, "EDIWATCH_TEST_SSHD_KEY"),
+		KnownHosts: need(t, "EDIWATCH_TEST_SSHD_KNOWN_HOSTS"),
+		Drop:       need(t, "EDIWATCH_TEST_SSHD_DROP"),
+	}
+}
+
+// Corpus returns the directory of the public X12 corpus.
+func Corpus(t testing.TB) string { return need(t, "EDIWATCH_X12_CORPUS") }

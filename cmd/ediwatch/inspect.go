@@ -6,16 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
+	"github.com/ediwatch/ediwatch/internal/process"
 )
 
 func newInspectCmd(stdout, stderr io.Writer) *cobra.Command {
-	var asJSON bool
+	var asJSON, showPHI bool
 	cmd := &cobra.Command{
 		Use:   "inspect [--json] FILE...",
 		Short: "Show the interchanges, keys and envelope errors of X12 files",
@@ -23,13 +23,17 @@ func newInspectCmd(stdout, stderr io.Writer) *cobra.Command {
 groups and transaction sets with their inbox keys, content hashes and envelope
 errors. It never prints segment content.
 
+Each 835 and 837 set also shows a summary of its document (trace number, payer,
+amount, balance, number of claims). Patient names and member ids appear only
+with --show-phi, which prints whole documents.
+
 Exit status: 0 when every file is valid X12, 1 when any file has errors or is
 not X12, 2 on bad usage or an unreadable file.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			reports := make([]*fileReport, 0, len(args))
 			for _, path := range args {
-				rep, err := inspectFile(path)
+				rep, err := inspectFile(cmd, path, showPHI)
 				if err != nil {
 					return &exitError{code: 2, err: err}
 				}
@@ -53,6 +57,7 @@ not X12, 2 on bad usage or an unreadable file.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object per file per line")
+	cmd.Flags().BoolVar(&showPHI, "show-phi", false, "print whole documents, patient names and member ids included")
 	return cmd
 }
 
@@ -65,37 +70,54 @@ type fileReport struct {
 	*envelope.Report
 }
 
-func inspectFile(path string) (*fileReport, error) {
-	fh, err := os.Open(path)
+func inspectFile(cmd *cobra.Command, path string, showPHI bool) (*fileReport, error) {
+	fh, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
-	if st, err := fh.Stat(); err == nil && !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
 	h := sha256.New()
-	cr := &countingReader{r: io.TeeReader(fh, h)}
-	f, err := envelope.Parse(cr, envelope.Options{})
+	size, err := io.Copy(h, fh)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	// Parse reads to the end; drain in case it stopped early.
-	if _, err := io.Copy(io.Discard, cr); err != nil {
+	if _, err := fh.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	var docs []any
+	f, err := process.File(cmd.Context(), fh, process.Config{NoAcks: true}, func(it process.Item) error {
+		if it.Set == nil {
+			return nil
+		}
+		var doc any
+		switch {
+		case showPHI && it.Set.Payment != nil:
+			doc = it.Set.Payment
+		case showPHI && it.Set.Claims != nil:
+			doc = it.Set.Claims
+		default:
+			doc = it.Set.Summary()
+		}
+		docs = append(docs, doc)
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return newFileReport(path, hex.EncodeToString(h.Sum(nil)), cr.n, f), nil
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+	rep := newFileReport(path, hex.EncodeToString(h.Sum(nil)), size, f)
+	i := 0
+	for ix := range rep.Interchanges {
+		for g := range rep.Interchanges[ix].Groups {
+			sets := rep.Interchanges[ix].Groups[g].TransactionSets
+			for k := range sets {
+				if i < len(docs) && docs[i] != nil {
+					sets[k].Document = docs[i]
+				}
+				i++
+			}
+		}
+	}
+	return rep, nil
 }
 
 func newFileReport(path, sum string, size int64, f *envelope.File) *fileReport {

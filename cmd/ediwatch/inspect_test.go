@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ediwatch/ediwatch/internal/envelope"
 )
 
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -114,5 +116,52 @@ func TestExitCodeOfPlainError(t *testing.T) {
 	var b bytes.Buffer
 	if code := exitCode(errors.New("boom"), &b); code != 1 || !strings.Contains(b.String(), "boom") {
 		t.Errorf("exit %d, %q", code, b.String())
+	}
+}
+
+func TestAckCommand(t *testing.T) {
+	stdout, stderr, code := runCLI(t, "ack", "--start", "77", "--us", "ZZ:OURCLINIC",
+		fixture("835_canonical.x12"), fixture("err_iea02_mismatch.x12"), fixture("not_x12_text.txt"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	f, err := envelope.Parse(strings.NewReader(stdout), envelope.Options{})
+	if err != nil || !f.Valid() {
+		t.Fatalf("output is not valid X12: %v %v\n%s", err, f.AllErrors(), stdout)
+	}
+	if len(f.Interchanges) != 2 {
+		t.Fatalf("%d interchanges: a 999 and a TA1 expected\n%s", len(f.Interchanges), stdout)
+	}
+	if f.Interchanges[0].SenderID != "OURCLINIC" || f.Interchanges[0].ControlNumber != "000000077" ||
+		f.Interchanges[0].Groups[0].FunctionalID != "FA" || f.Interchanges[1].TA1[0].NoteCode != "001" {
+		t.Errorf("acks: %+v %+v", f.Interchanges[0], f.Interchanges[1])
+	}
+	if !strings.Contains(stderr, "not X12") || !strings.Contains(stderr, "ack.999 ack999:x12:P:ZZ:ACMEHP") {
+		t.Errorf("stderr %q", stderr)
+	}
+	// With both ids, an unreadable file gets a TA1 R 022.
+	stdout, _, code = runCLI(t, "ack", "--us", "ZZ:OURCLINIC", "--them", "ZZ:ACMEHP", fixture("not_x12_text.txt"))
+	if code != 0 || !strings.Contains(stdout, "TA1*000000000*") || !strings.Contains(stdout, "*R*022~") {
+		t.Errorf("exit %d, %q", code, stdout)
+	}
+	if _, _, code := runCLI(t, "ack", "--us", "nocolon", fixture("835_canonical.x12")); code != 2 {
+		t.Errorf("bad --us: exit %d", code)
+	}
+}
+
+func TestInspectDocuments(t *testing.T) {
+	stdout, _, _ := runCLI(t, "inspect", "--json", fixture("835_canonical.x12"))
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	doc := rep["interchanges"].([]any)[0].(map[string]any)["groups"].([]any)[0].(map[string]any)["transaction_sets"].([]any)[0].(map[string]any)["document"].(map[string]any)
+	if doc["kind"] != "payment" || doc["trace_number"] != "EFT0001" || doc["payer_id"] != "1512345678" ||
+		doc["amount"] != "150.00" || doc["balanced"] != true || doc["claims"].(float64) != 1 {
+		t.Errorf("document %v", doc)
+	}
+	phi, _, _ := runCLI(t, "inspect", "--json", "--show-phi", fixture("835_canonical.x12"))
+	if !strings.Contains(phi, "DOE") || !strings.Contains(phi, "MEMBER001") {
+		t.Errorf("--show-phi did not show the patient")
 	}
 }

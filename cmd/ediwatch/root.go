@@ -71,6 +71,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newInspectCmd(stdout, stderr))
+	root.AddCommand(newInspectCmd(stdout, stderr), newAckCmd(stdout, stderr))
 	return root
 }

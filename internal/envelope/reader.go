@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 )
 
 // Options tune a Reader. The zero value is usable.
@@ -132,6 +133,9 @@ type Group struct {
 	Version       string // GS08
 	// SetCount is the number of ST segments read.
 	SetCount int
+	// DeclaredSets is GE01 as read, or -1 when there is no GE or GE01 is
+	// not a number.
+	DeclaredSets int
 	// Sets is filled by Parse only.
 	Sets []*Set
 	// Errors are the group-level errors (reported in AK9).
@@ -803,6 +807,7 @@ func (r *Reader) startGroup(seg Segment) {
 	ix.GroupCount++
 	g := &Group{
 		Offset: seg.Offset, Segment: seg.Index,
+		DeclaredSets: -1,
 		FunctionalID: seg.Str(1), SenderCode: seg.Str(2), ReceiverCode: seg.Str(3),
 		Date: seg.Str(4), Time: seg.Str(5), ControlNumber: seg.Str(6), Agency: seg.Str(7), Version: seg.Str(8),
 	}
@@ -831,6 +836,9 @@ func (r *Reader) endGroup(trailer bool) Kind {
 	if trailer {
 		seg := r.seg
 		g.Complete = true
+		if n, err := strconv.Atoi(seg.Str(1)); err == nil && n >= 0 {
+			g.DeclaredSets = n
+		}
 		if n := seg.Str(1); !numEqual(n, g.SetCount) {
 			r.groupErr(seg, ErrGESetCount, fmt.Sprintf("GE01=%s, counted %d", quoteCtl(n), g.SetCount))
 		}

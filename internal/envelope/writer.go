@@ -118,3 +118,8 @@ func splitByte(b []byte, sep byte) [][]byte {
 		b = b[i+1:]
 	}
 }
+
+// ISA writes an interchange header: its sixteen elements as given (fixed
+// width is the caller's), keeping empty ones. ISA16 must be the Writer's
+// component separator.
+func (w *Writer) ISA(elems [16]string) error { return w.raw("ISA", elems[:]) }

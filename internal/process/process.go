@@ -1,0 +1,292 @@
+// Package process turns one X12 file into what ediwatch records and
+// delivers: per transaction set its key, content hash, outcome and business
+// effects (payment.posted, claim.received), and per group and interchange
+// the acknowledgments (ack.999, ack.ta1). It is the one path shared by the
+// poller, `ediwatch ingest`, `inspect` and `ack`.
+//
+// A file is read twice: an envelope-only pass learns which interchanges
+// and groups are rejected (known only at their trailers), then a second
+// pass parses documents one set at a time. Memory is bounded by the largest
+// transaction set, never the file.
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/ediwatch/ediwatch/internal/envelope"
+	"github.com/ediwatch/ediwatch/internal/x12"
+	"github.com/ediwatch/ediwatch/internal/x12/ack"
+	"github.com/ediwatch/ediwatch/internal/x12/claim"
+	"github.com/ediwatch/ediwatch/internal/x12/remit"
+)
+
+// Effect kinds.
+const (
+	KindPayment = "payment.posted"
+	KindClaim   = "claim.received"
+	KindAck999  = "ack.999"
+	KindAckTA1  = "ack.ta1"
+)
+
+// Effect is a side effect to deliver: its business key is unique in the
+// outbox, so the same business fact is never posted twice.
+type Effect struct {
+	Kind        string
+	Key         string
+	OrderingKey string
+	Payload     json.RawMessage
+}
+
+// Status is what processing decided for a set.
+type Status string
+
+const (
+	// Processed: the set is valid (perhaps with errors noted, IK5 E) and
+	// its effects are to be posted.
+	Processed Status = "processed"
+	// Rejected: the set, its group or its interchange failed validation;
+	// it posts nothing and its 999 or TA1 says why.
+	Rejected Status = "rejected"
+)
+
+// Set is the result of one transaction set.
+type Set struct {
+	Key           string
+	ContentHash   string
+	Type          string
+	ControlNumber string
+	Status        Status
+	// Reason says why a set was rejected, without patient data.
+	Reason string
+	// Errors are the set's envelope errors; Problems its content errors.
+	Errors   []*envelope.ParseError
+	Problems []x12.Problem
+	// Payment or Claims hold the parsed document of an 835 or 837.
+	Payment *remit.Payment
+	Claims  []claim.Claim
+	// Effects are the business effects of a processed set.
+	Effects []Effect
+}
+
+// Summary returns the document summary shown by `inspect`, without patient
+// data, or nil for a set of another type.
+func (s *Set) Summary() any {
+	switch {
+	case s.Payment != nil:
+		return s.Payment.Summary()
+	case s.Claims != nil:
+		return claim.Summarize(s.Claims)
+	}
+	return nil
+}
+
+// Item is one thing a file yields, in file order: a Set, or an
+// acknowledgment Effect once its group or interchange is complete.
+type Item struct {
+	Set *Set
+	Ack *Effect
+}
+
+// Config is what processing needs besides the file.
+type Config struct {
+	// ControlNumbers allocates our outbound ISA13/GS06. Required.
+	ControlNumbers ack.ControlNumbers
+	// Ack shapes the acknowledgments (our ids, clock).
+	Ack ack.Options
+	// NoAcks skips building acknowledgments.
+	NoAcks bool
+	// Envelope options for the reader (KeepSegments is always set).
+	Envelope envelope.Options
+}
+
+// File processes the file r and calls emit with every item in file order.
+// r is read twice (it is rewound). An error from emit stops processing and
+// is returned; ctx cancellation is checked between sets.
+func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) error) (*envelope.File, error) {
+	if cfg.ControlNumbers == nil && !cfg.NoAcks {
+		return nil, errors.New("process: no control number allocator")
+	}
+	// Pass 1: the envelope alone, to know the verdict of every interchange
+	// and group before any set in it is processed.
+	summary, err := envelope.Parse(r, cfg.Envelope)
+	if err != nil {
+		return nil, fmt.Errorf("read envelope: %w", err)
+	}
+	if _, err := r.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("rewind: %w", err)
+	}
+	if !summary.X12 {
+		return summary, nil
+	}
+	opts := cfg.Envelope
+	opts.KeepSegments = true
+	rd := envelope.NewReader(r, opts)
+	ixIndex, groupIndex := 0, 0
+	var results []ack.SetResult
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		k, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read: %w", err)
+		}
+		if ixIndex >= len(summary.Interchanges) {
+			return nil, errors.New("process: the file changed between its two passes")
+		}
+		verdictIX := summary.Interchanges[ixIndex]
+		switch k {
+		case envelope.KindSet:
+			var verdictG *envelope.Group
+			if groupIndex < len(verdictIX.Groups) {
+				verdictG = verdictIX.Groups[groupIndex]
+			}
+			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG)
+			results = append(results, res)
+			if err := emit(Item{Set: set}); err != nil {
+				return nil, err
+			}
+		case envelope.KindGroupEnd:
+			g := rd.Group()
+			if !cfg.NoAcks && verdictIX.EnvelopeValid() && ack.Wants999(g) {
+				x, err := ack.Build999(ctx, rd.Interchange(), g, results, cfg.ControlNumbers, cfg.Ack)
+				if err != nil {
+					return nil, err
+				}
+				eff := ackEffect(KindAck999, "ack999:"+g.Key(), rd.Interchange(), x, g.Key())
+				if err := emit(Item{Ack: &eff}); err != nil {
+					return nil, err
+				}
+			}
+			results = results[:0]
+			groupIndex++
+		case envelope.KindInterchangeEnd:
+			ix := verdictIX // the complete interchange, trailer errors included
+			if !cfg.NoAcks && ack.WantsTA1(ix, onlyAcks(ix)) {
+				x, err := ack.BuildTA1(ctx, ix, cfg.ControlNumbers, cfg.Ack)
+				if err != nil {
+					return nil, err
+				}
+				eff := ackEffect(KindAckTA1, "ta1:"+ix.Key(), ix, x, ix.Key())
+				if err := emit(Item{Ack: &eff}); err != nil {
+					return nil, err
+				}
+			}
+			ixIndex++
+			groupIndex = 0
+		}
+	}
+	return summary, nil
+}
+
+// onlyAcks reports whether an interchange carries acknowledgments alone
+// (TA1 segments, FA groups): those are never acknowledged.
+func onlyAcks(ix *envelope.Interchange) bool {
+	for _, g := range ix.Groups {
+		if g.FunctionalID != "FA" {
+			return false
+		}
+	}
+	return len(ix.Groups) > 0 || len(ix.TA1) > 0
+}
+
+func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
+	verdictIX *envelope.Interchange, verdictG *envelope.Group) (*Set, ack.SetResult) {
+	out := &Set{Key: s.Key, ContentHash: s.HashHex(), Type: s.Type, ControlNumber: s.ControlNumber,
+		Status: Processed, Errors: s.Errors}
+	segs := s.Segments()
+	switch s.Type {
+	case "835":
+		out.Payment, out.Problems = remit.Parse(segs)
+	case "837":
+		out.Claims, out.Problems = claim.Parse(segs)
+	}
+	res := ack.SetResultOf(s, out.Problems)
+	switch {
+	case !verdictIX.EnvelopeValid():
+		out.Status, out.Reason = Rejected, "interchange rejected: "+verdictIX.Errors[0].Cause.Code
+	case verdictG != nil && len(verdictG.Errors) > 0:
+		out.Status, out.Reason = Rejected, "functional group rejected: "+verdictG.Errors[0].Cause.Code
+	case len(s.Errors) > 0:
+		out.Status, out.Reason = Rejected, "transaction set rejected: "+s.Errors[0].Cause.Code
+	case x12.Rejects(out.Problems):
+		out.Status, out.Reason = Rejected, "content rejected: "+firstRejecting(out.Problems)
+	}
+	if out.Status == Processed {
+		out.Effects = effects(ix, out)
+	}
+	return out, res
+}
+
+func firstRejecting(ps []x12.Problem) string {
+	for _, p := range ps {
+		if p.Reject {
+			return p.Error()
+		}
+	}
+	return ""
+}
+
+// PaymentEvent is the payload of payment.posted.
+type PaymentEvent struct {
+	EnvelopeKey string `json:"envelope_key"`
+	ContentHash string `json:"content_hash"`
+	Sender      string `json:"sender"`
+	Receiver    string `json:"receiver"`
+	*remit.Payment
+}
+
+// ClaimEvent is the payload of claim.received.
+type ClaimEvent struct {
+	EnvelopeKey string `json:"envelope_key"`
+	Sender      string `json:"sender"`
+	Receiver    string `json:"receiver"`
+	claim.Claim
+}
+
+// AckEvent is the payload of ack.999 and ack.ta1: the X12 to send back.
+type AckEvent struct {
+	// Answers is the envelope key (group or interchange part) acknowledged.
+	Answers string `json:"answers"`
+	Partner string `json:"partner"`
+	X12     string `json:"x12"`
+}
+
+func effects(ix *envelope.Interchange, s *Set) []Effect {
+	var out []Effect
+	switch {
+	case s.Payment != nil:
+		p := s.Payment
+		out = append(out, Effect{Kind: KindPayment, Key: p.EffectKey(), OrderingKey: p.EffectKey(),
+			Payload: mustJSON(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
+				Sender: ix.Sender(), Receiver: ix.Receiver(), Payment: p})})
+	case s.Claims != nil:
+		for _, c := range s.Claims {
+			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(s.Key, c),
+				OrderingKey: "claim:" + ix.Sender() + ":" + c.ClaimID,
+				Payload:     mustJSON(ClaimEvent{EnvelopeKey: s.Key, Sender: ix.Sender(), Receiver: ix.Receiver(), Claim: c})})
+		}
+	}
+	return out
+}
+
+func ackEffect(kind, key string, ix *envelope.Interchange, x []byte, answers string) Effect {
+	return Effect{Kind: kind, Key: key, OrderingKey: "acks:" + ix.Sender(),
+		Payload: mustJSON(AckEvent{Answers: answers, Partner: ix.Sender(), X12: string(x)})}
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only encodable types are passed: a failure is a programming error.
+		panic(fmt.Sprintf("process: encode effect: %v", err))
+	}
+	return b
+}

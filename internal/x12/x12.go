@@ -71,7 +71,14 @@ func (m Money) String() string {
 }
 
 // MarshalJSON writes the amount as a JSON string, e.g. "150.00".
-func (m Money) MarshalJSON() ([]byte, error) { return json.Marshal(m.String()) }
+func (m Money) MarshalJSON() ([]byte, error) {
+	// Digits, a sign and a point never need JSON escaping.
+	s := m.String()
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), nil
+}
 
 // UnmarshalJSON reads an amount written by MarshalJSON.
 func (m *Money) UnmarshalJSON(b []byte) error {

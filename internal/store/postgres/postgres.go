@@ -1,0 +1,606 @@
+// Package postgres is the PostgreSQL store driver (pgx/v5): production,
+// and any number of ediwatch replicas on one database. Unique constraints
+// decide every race; outbox claims use FOR UPDATE SKIP LOCKED; a whole
+// small file is ingested in one pipelined round trip.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/migrations"
+)
+
+// Store is the PostgreSQL driver. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune Open.
+type Options struct {
+	// Schema, when set, is the schema every connection uses (search_path);
+	// it is created if missing. Tests isolate themselves with it.
+	Schema string
+	// MaxConns bounds the pool (default pgxpool's).
+	MaxConns int32
+}
+
+// Open connects to url. It does not migrate.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse dsn: %w", redact(err))
+	}
+	if opts.Schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", redact(err))
+	}
+	if opts.Schema != "" {
+		if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{opts.Schema}.Sanitize()); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: create schema: %w", err)
+		}
+	}
+	return &Store{pool: pool}, nil
+}
+
+// redact drops connection strings (which may hold a password) from an error.
+func redact(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, "postgres://"); i >= 0 {
+		return errors.New(msg[:i] + "postgres://[redacted]")
+	}
+	return err
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool returns the connection pool, for benchmarks beside the store.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// migrationLock is the advisory lock key serialising concurrent migrators.
+const migrationLock = 7_143_201_955
+
+// Migrate applies the pending embedded migrations in one transaction under
+// an advisory lock, so concurrent starts are safe.
+func (s *Store) Migrate(ctx context.Context) error {
+	files, err := fs.Glob(migrations.FS, "postgres/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+		return fmt.Errorf("migrate: lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	rows, err := tx.Query(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, f := range files {
+		name := strings.TrimPrefix(f, "postgres/")
+		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migrate: bad migration name %s", name)
+		}
+		if slices.Contains(applied, v) {
+			continue
+		}
+		sql, err := fs.ReadFile(migrations.FS, f)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, string(sql)); err != nil {
+			return fmt.Errorf("migrate %s: %w", name, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", v, name); err != nil {
+			return fmt.Errorf("migrate %s: %w", name, err)
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// ingestion batches a file's statements: a small file goes to the server
+// in one pipelined batch that runs as one implicit transaction; a file
+// whose batch grows past flushAt opens an explicit transaction and sends
+// batches as they fill.
+type ingestion struct {
+	s       *store.FileInfo
+	st      *Store
+	batch   *pgx.Batch
+	queued  []queued
+	bytes   int
+	conn    *pgxpool.Conn
+	tx      pgx.Tx
+	result  store.IngestResult
+	done    bool
+	setRows int
+}
+
+type queued struct {
+	kind string // set, ack
+	key  string
+}
+
+const (
+	flushAtBytes = 4 << 20
+	flushAtRows  = 500
+)
+
+// BeginIngest implements store.Ingester.
+func (s *Store) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingestion, error) {
+	return &ingestion{s: &f, st: s, batch: &pgx.Batch{}}, nil
+}
+
+const claimSQL = `SELECT outcome, original_correlation_id, inserted FROM ediwatch_claim_set(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
+	status := "processed"
+	if r.Rejected {
+		status = "rejected"
+	}
+	effects, err := json.Marshal(r.Effects)
+	if err != nil {
+		return err
+	}
+	if r.Effects == nil {
+		effects = []byte("[]")
+	}
+	var summary any
+	if len(r.Summary) > 0 {
+		summary = string(r.Summary)
+	}
+	f := in.s
+	in.batch.Queue(claimSQL, r.Key, r.ContentHash, r.Type, status, r.Reason, summary,
+		f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, string(effects))
+	in.queued = append(in.queued, queued{kind: "set", key: r.Key})
+	in.bytes += len(effects) + len(r.Key) + 200
+	return in.maybeFlush(ctx)
+}
+
+// NextControlNumber allocates outside the ingestion, on the pool: holding
+// the control_number row for a whole file would serialise every ingest
+// from one sender. A number burned by a failed ingest leaves a gap, which
+// X12 allows: control numbers must be unique, not gapless.
+func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
+	return in.st.NextControlNumber(ctx, sender)
+}
+
+const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
+	next_attempt_at, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, '', $5, $6, $7, $7, $7)
+	ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key`
+
+func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
+	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now)
+	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
+	in.bytes += len(e.Payload) + 200
+	return in.maybeFlush(ctx)
+}
+
+func (in *ingestion) maybeFlush(ctx context.Context) error {
+	if in.bytes < flushAtBytes && len(in.queued) < flushAtRows {
+		return nil
+	}
+	if in.tx == nil {
+		conn, err := in.st.pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+		in.conn = conn
+		if in.tx, err = conn.Begin(ctx); err != nil {
+			return fmt.Errorf("ingest: begin: %w", err)
+		}
+	}
+	br := in.tx.SendBatch(ctx, in.batch)
+	err := in.read(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	in.batch, in.queued, in.bytes = &pgx.Batch{}, nil, 0
+	return err
+}
+
+// read collects the results of the queued statements, in order.
+func (in *ingestion) read(br pgx.BatchResults) error {
+	for _, q := range in.queued {
+		switch q.kind {
+		case "set":
+			var r store.SetResult
+			var outcome string
+			if err := br.QueryRow().Scan(&outcome, &r.OriginalCorrelationID, &r.EffectKeys); err != nil {
+				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
+			}
+			r.Key, r.Outcome = q.key, store.Outcome(outcome)
+			in.result.Sets = append(in.result.Sets, r)
+		case "ack":
+			var key string
+			switch err := br.QueryRow().Scan(&key); {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return fmt.Errorf("ingest: ack %s: %w", q.key, err)
+			default:
+				in.result.AckKeys = append(in.result.AckKeys, key)
+			}
+		case "exec":
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("ingest: %s: %w", q.key, err)
+			}
+		}
+	}
+	return nil
+}
+
+const ledgerSQL = `INSERT INTO remote_file (source, path, size, mtime, sha256, status, last_error, sets,
+	correlation_id, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+	ON CONFLICT (source, path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime,
+	sha256 = excluded.sha256, status = excluded.status, last_error = excluded.last_error,
+	sets = excluded.sets, post_done = false, correlation_id = excluded.correlation_id,
+	updated_at = excluded.updated_at`
+
+func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastError string) (*store.IngestResult, error) {
+	if in.done {
+		return nil, errors.New("ingest: already finished")
+	}
+	in.done = true
+	f := in.s
+	sets := len(in.result.Sets)
+	for _, q := range in.queued {
+		if q.kind == "set" {
+			sets++
+		}
+	}
+	in.batch.Queue(ledgerSQL, f.Source, f.Path, f.Size, f.MTime, f.SHA256, string(status), lastError, sets,
+		f.CorrelationID, f.Now)
+	in.queued = append(in.queued, queued{kind: "exec", key: "ledger"})
+	if f.FailBeforeCommit != nil {
+		// Every write is queued; this fails the transaction before commit.
+		in.batch.Queue("SELECT 1/0")
+		in.queued = append(in.queued, queued{kind: "exec", key: "injected failure"})
+	}
+	var err error
+	if in.tx == nil {
+		// One round trip: the batch runs as one implicit transaction.
+		br := in.st.pool.SendBatch(ctx, in.batch)
+		err = in.read(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	} else {
+		br := in.tx.SendBatch(ctx, in.batch)
+		err = in.read(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = in.tx.Commit(ctx)
+		}
+		in.release()
+	}
+	if f.FailBeforeCommit != nil && err != nil {
+		return nil, f.FailBeforeCommit
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &in.result, nil
+}
+
+func (in *ingestion) release() {
+	if in.tx != nil {
+		in.tx.Rollback(context.Background())
+		in.tx = nil
+	}
+	if in.conn != nil {
+		in.conn.Release()
+		in.conn = nil
+	}
+}
+
+func (in *ingestion) Rollback() {
+	in.done = true
+	in.release()
+}
+
+const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload, status,
+	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 'epoch'), last_error,
+	last_status, created_at, updated_at`
+
+func scanRow(row pgx.Row) (store.OutboxRow, error) {
+	var r store.OutboxRow
+	var payload []byte
+	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
+		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.LeaseToken, &r.LeaseExpiresAt, &r.LastError, &r.LastStatus,
+		&r.CreatedAt, &r.UpdatedAt)
+	r.Payload = payload
+	return r, err
+}
+
+func collect(rows pgx.Rows) ([]store.OutboxRow, error) {
+	defer rows.Close()
+	var out []store.OutboxRow
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Claim implements store.Outbox.
+func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error) {
+	var sinkFilter any
+	if len(sinks) > 0 {
+		sinkFilter = sinks
+	}
+	rows, err := s.pool.Query(ctx, `WITH due AS (
+		SELECT o.id FROM outbox o
+		WHERE o.status = 'pending' AND o.next_attempt_at <= $1
+		  AND ($2::text[] IS NULL OR o.sink = ANY($2::text[]))
+		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = o.ordering_key AND p.id < o.id
+		                  AND p.status IN ('pending', 'inflight'))
+		ORDER BY o.next_attempt_at, o.id
+		LIMIT $3
+		FOR UPDATE SKIP LOCKED)
+	UPDATE outbox SET status = 'inflight', lease_token = $4, lease_expires_at = $5,
+		attempts = outbox.attempts + 1, updated_at = $1
+	FROM due WHERE outbox.id = due.id
+	RETURNING outbox.`+outboxCols, now, sinkFilter, limit, store.NewToken(), now.Add(lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	out, err := collect(rows)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, err
+}
+
+func (s *Store) fenced(ctx context.Context, sql string, args ...any) error {
+	tag, err := s.pool.Exec(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return store.ErrLeaseLost
+	}
+	return nil
+}
+
+// Complete implements store.Outbox.
+func (s *Store) Complete(ctx context.Context, id int64, token string, now time.Time, status int) error {
+	return s.fenced(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
+		last_status = $3, last_error = '', delivered_at = $4, updated_at = $4
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, status, now)
+}
+
+// Retry implements store.Outbox.
+func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, status int, lastError string) error {
+	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
+		next_attempt_at = $5, last_status = $3, last_error = $6, updated_at = $4
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, status, now, at, lastError)
+}
+
+// Dead implements store.Outbox.
+func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, status int, lastError string) error {
+	return s.fenced(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
+		last_status = $3, last_error = $5, updated_at = $4
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, status, now, lastError)
+}
+
+// Snooze implements store.Outbox.
+func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time.Time) error {
+	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
+		next_attempt_at = $4, attempts = greatest(attempts - 1, 0), updated_at = $3
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, now, at)
+}
+
+// ReapExpired implements store.Outbox.
+func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL,
+		lease_expires_at = NULL, next_attempt_at = $1, updated_at = $1
+		WHERE status = 'inflight' AND lease_expires_at < $1`, now)
+	return int(tag.RowsAffected()), err
+}
+
+// ListDead implements store.Outbox.
+func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]store.OutboxRow, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+outboxCols+` FROM outbox
+		WHERE status = 'dead' AND ($1 = '' OR sink = $1) ORDER BY id LIMIT $2`, sink, limit)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
+}
+
+// GetOutbox implements store.Outbox.
+func (s *Store) GetOutbox(ctx context.Context, id int64) (store.OutboxRow, error) {
+	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+outboxCols+` FROM outbox WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, store.ErrNotFound
+	}
+	return r, err
+}
+
+// Replay implements store.Outbox.
+func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error) {
+	if len(ids) == 0 && sink == "" && !all {
+		return 0, errors.New("replay: name rows, a sink, or all")
+	}
+	var idFilter any
+	if len(ids) > 0 {
+		idFilter = ids
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $1,
+		last_error = '', updated_at = $1
+		WHERE status = 'dead' AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[])) AND ($3 = '' OR sink = $3)`,
+		now, idFilter, sink)
+	return int(tag.RowsAffected()), err
+}
+
+// Discard implements store.Outbox.
+func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, errors.New("discard: name the rows")
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'discarded', updated_at = $1
+		WHERE status = 'dead' AND id = ANY($2::bigint[])`, now, ids)
+	return int(tag.RowsAffected()), err
+}
+
+// Stats implements store.Outbox.
+func (s *Store) Stats(ctx context.Context, now time.Time) ([]store.SinkStats, error) {
+	rows, err := s.pool.Query(ctx, `SELECT sink,
+		count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'inflight'),
+		count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'delivered'),
+		coalesce(min(created_at) FILTER (WHERE status IN ('pending', 'inflight')), $1)
+		FROM outbox GROUP BY sink ORDER BY sink`, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.SinkStats
+	for rows.Next() {
+		var st store.SinkStats
+		var oldest time.Time
+		if err := rows.Scan(&st.Sink, &st.Pending, &st.Inflight, &st.Dead, &st.Delivered, &oldest); err != nil {
+			return nil, err
+		}
+		st.OldestPending = max(0, now.Sub(oldest))
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// AcquireLease implements store.Leases.
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error) {
+	var token int64
+	err := s.pool.QueryRow(ctx, `INSERT INTO lease (name, holder, token, expires_at) VALUES ($1, $2, 1, $3)
+		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+		token = CASE WHEN lease.holder = excluded.holder AND lease.expires_at >= $4 THEN lease.token
+		             ELSE lease.token + 1 END
+		WHERE lease.holder = excluded.holder OR lease.expires_at < $4
+		RETURNING token`, name, holder, now.Add(ttl), now).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return token, err == nil, err
+}
+
+// ReleaseLease implements store.Leases.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string, token int64) error {
+	_, err := s.pool.Exec(ctx, `UPDATE lease SET expires_at = 'epoch' WHERE name = $1 AND holder = $2 AND token = $3`,
+		name, holder, token)
+	return err
+}
+
+// NextControlNumber implements store.Store.
+func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, error) {
+	return nextControlNumber(ctx, s.pool, sender)
+}
+
+func nextControlNumber(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, sender string) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `INSERT INTO control_number (sender, next) VALUES ($1, 2)
+		ON CONFLICT (sender) DO UPDATE SET next = control_number.next + 1
+		RETURNING next - 1`, sender).Scan(&n)
+	if err == nil && n > 999_999_999 {
+		return 0, fmt.Errorf("control numbers for %s exhausted", sender)
+	}
+	return n, err
+}
+
+// Prune implements store.Store.
+func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
+	total := 0
+	for _, q := range []string{
+		`DELETE FROM inbox WHERE key IN (SELECT key FROM inbox WHERE created_at < $1 LIMIT $2)`,
+		`DELETE FROM sighting WHERE id IN (SELECT id FROM sighting WHERE created_at < $1 LIMIT $2)`,
+		`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
+			AND updated_at < $1 LIMIT $2)`,
+		`DELETE FROM remote_file WHERE (source, path) IN (SELECT source, path FROM remote_file
+			WHERE updated_at < $1 AND post_done LIMIT $2)`,
+	} {
+		for {
+			tag, err := s.pool.Exec(ctx, q, before, batch)
+			if err != nil {
+				return total, fmt.Errorf("prune: %w", err)
+			}
+			total += int(tag.RowsAffected())
+			if int(tag.RowsAffected()) < batch {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// Counts implements store.Store.
+func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
+	c := store.Counts{Inbox: map[string]int{}, Sightings: map[string]int{}, Outbox: map[string]int{}, Files: map[string]int{}}
+	for _, q := range []struct {
+		sql string
+		m   map[string]int
+	}{
+		{"SELECT status, count(*) FROM inbox GROUP BY status", c.Inbox},
+		{"SELECT kind, count(*) FROM sighting GROUP BY kind", c.Sightings},
+		{"SELECT status, count(*) FROM outbox GROUP BY status", c.Outbox},
+		{"SELECT status, count(*) FROM remote_file GROUP BY status", c.Files},
+	} {
+		rows, err := s.pool.Query(ctx, q.sql)
+		if err != nil {
+			return c, err
+		}
+		for rows.Next() {
+			var k string
+			var n int
+			if err := rows.Scan(&k, &n); err != nil {
+				rows.Close()
+				return c, err
+			}
+			q.m[k] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}

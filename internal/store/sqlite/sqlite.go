@@ -1,0 +1,612 @@
+// Package sqlite is the embedded store driver (modernc.org/sqlite, pure
+// Go): one file, WAL, writers serialised with BEGIN IMMEDIATE and a busy
+// timeout. It serves a single node with no other infrastructure, and keeps
+// the same guarantees as the postgres driver: the same conformance suite
+// proves both.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/migrations"
+)
+
+// Store is the SQLite driver. It is safe for concurrent use, also by
+// several processes on one file.
+type Store struct {
+	db *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens the database at dsn ("file:ediwatch.db" or a path), adding
+// WAL, a busy timeout and immediate transactions. It does not migrate.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	path, query, _ := strings.Cut(dsn, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: dsn: %w", err)
+	}
+	set := func(k, v string) {
+		if q.Get(k) == "" {
+			q.Set(k, v)
+		}
+	}
+	set("_txlock", "immediate")
+	set("_busy_timeout", "30000")
+	set("_journal_mode", "WAL")
+	set("_synchronous", "NORMAL")
+	if !strings.HasPrefix(path, "file:") {
+		path = "file:" + path
+	}
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	db.SetMaxOpenConns(8)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() { s.db.Close() }
+
+// DB returns the database, for benchmarks beside the store.
+func (s *Store) DB() *sql.DB { return s.db }
+
+func us(t time.Time) int64 { return t.UnixMicro() }
+
+func fromUS(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// Migrate applies pending migrations in one immediate transaction, which
+// SQLite serialises against every other writer and migrator.
+func (s *Store) Migrate(ctx context.Context) error {
+	files, err := fs.Glob(migrations.FS, "sqlite/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	applied := map[int]bool{}
+	rows, err := tx.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return err
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	for _, f := range files {
+		name := strings.TrimPrefix(f, "sqlite/")
+		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migrate: bad migration name %s", name)
+		}
+		if applied[v] {
+			continue
+		}
+		body, err := fs.ReadFile(migrations.FS, f)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			return fmt.Errorf("migrate %s: %w", name, err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+			v, name, us(time.Now())); err != nil {
+			return fmt.Errorf("migrate %s: %w", name, err)
+		}
+	}
+	return tx.Commit()
+}
+
+type ingestion struct {
+	s      *Store
+	f      store.FileInfo
+	tx     *sql.Tx
+	result store.IngestResult
+	done   bool
+}
+
+// BeginIngest implements store.Ingester. The write transaction starts at
+// the first write and holds SQLite's write lock until Commit.
+func (s *Store) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingestion, error) {
+	return &ingestion{s: s, f: f}, nil
+}
+
+func (in *ingestion) begin(ctx context.Context) error {
+	if in.tx != nil {
+		return nil
+	}
+	if in.done {
+		return errors.New("ingest: already finished")
+	}
+	tx, err := in.s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ingest: begin: %w", err)
+	}
+	in.tx = tx
+	return nil
+}
+
+func (in *ingestion) sighting(ctx context.Context, kind string, r store.SetRecord, original string) error {
+	f := in.f
+	_, err := in.tx.ExecContext(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256,
+		correlation_id, original_correlation_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		kind, r.Key, r.ContentHash, f.Source, f.Path, f.SHA256, f.CorrelationID, original, us(f.Now))
+	return err
+}
+
+func nullable(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// AddSet implements the claim of ediwatch_claim_set (see the postgres
+// migration) with the same outcomes; SQLite serialises writers, so the
+// steps cannot race.
+func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
+	if err := in.begin(ctx); err != nil {
+		return err
+	}
+	f := in.f
+	status := "processed"
+	if r.Rejected {
+		status = "rejected"
+	}
+	res := store.SetResult{Key: r.Key, OriginalCorrelationID: f.CorrelationID}
+	add := func() {
+		in.result.Sets = append(in.result.Sets, res)
+	}
+	now := us(f.Now)
+	ins, err := in.tx.ExecContext(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, reason, summary,
+		source, path, file_sha256, correlation_id, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+		r.Key, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source, f.Path, f.SHA256,
+		f.CorrelationID, now, now)
+	if err != nil {
+		return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
+	}
+	if n, _ := ins.RowsAffected(); n == 0 {
+		var exStatus, exHash, exCorr string
+		if err := in.tx.QueryRowContext(ctx, "SELECT status, content_hash, correlation_id FROM inbox WHERE key = ?",
+			r.Key).Scan(&exStatus, &exHash, &exCorr); err != nil {
+			return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
+		}
+		switch {
+		case exHash == r.ContentHash:
+			res.Outcome, res.OriginalCorrelationID = store.Duplicate, exCorr
+			add()
+			return in.sighting(ctx, "duplicate", r, exCorr)
+		case exStatus == "rejected":
+			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = ?, content_hash = ?, set_type = ?,
+				reason = ?, summary = ?, source = ?, path = ?, file_sha256 = ?, correlation_id = ?, updated_at = ?
+				WHERE key = ?`, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source, f.Path,
+				f.SHA256, f.CorrelationID, now, r.Key); err != nil {
+				return fmt.Errorf("ingest: reclaim %s: %w", r.Key, err)
+			}
+		default:
+			res.Outcome, res.OriginalCorrelationID = store.Conflict, exCorr
+			add()
+			return in.sighting(ctx, "conflict", r, exCorr)
+		}
+	}
+	if r.Rejected {
+		res.Outcome = store.Rejected
+		add()
+		return nil
+	}
+	for _, e := range r.Effects {
+		key, err := in.insertEffect(ctx, e, r.Key)
+		if err != nil {
+			return err
+		}
+		if key != "" {
+			res.EffectKeys = append(res.EffectKeys, key)
+		}
+	}
+	res.Outcome = store.Processed
+	if len(r.Effects) > 0 && len(res.EffectKeys) == 0 {
+		res.Outcome = store.BusinessDuplicate
+		add()
+		return in.sighting(ctx, "business_duplicate", r, "")
+	}
+	add()
+	return nil
+}
+
+func (in *ingestion) insertEffect(ctx context.Context, e store.Effect, inboxKey string) (string, error) {
+	now := us(in.f.Now)
+	ins, err := in.tx.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
+		correlation_id, payload, next_attempt_at, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
+		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, string(e.Payload), now, now, now)
+	if err != nil {
+		return "", fmt.Errorf("ingest: effect %s: %w", e.Key, err)
+	}
+	if n, _ := ins.RowsAffected(); n == 0 {
+		return "", nil
+	}
+	return e.Key, nil
+}
+
+// NextControlNumber allocates inside the ingestion's transaction: it holds
+// SQLite's write lock, which another connection would wait for.
+func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
+	if err := in.begin(ctx); err != nil {
+		return 0, err
+	}
+	return nextControlNumber(ctx, in.tx, sender)
+}
+
+func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
+	if err := in.begin(ctx); err != nil {
+		return err
+	}
+	key, err := in.insertEffect(ctx, e, "")
+	if key != "" {
+		in.result.AckKeys = append(in.result.AckKeys, key)
+	}
+	return err
+}
+
+func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastError string) (*store.IngestResult, error) {
+	if err := in.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer in.Rollback()
+	f := in.f
+	now := us(f.Now)
+	if _, err := in.tx.ExecContext(ctx, `INSERT INTO remote_file (source, path, size, mtime, sha256, status,
+		last_error, sets, correlation_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (source, path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime,
+		sha256 = excluded.sha256, status = excluded.status, last_error = excluded.last_error,
+		sets = excluded.sets, post_done = 0, correlation_id = excluded.correlation_id,
+		updated_at = excluded.updated_at`,
+		f.Source, f.Path, f.Size, us(f.MTime), f.SHA256, string(status), lastError, len(in.result.Sets),
+		f.CorrelationID, now, now); err != nil {
+		return nil, fmt.Errorf("ingest: ledger: %w", err)
+	}
+	if f.FailBeforeCommit != nil {
+		return nil, f.FailBeforeCommit
+	}
+	if err := in.tx.Commit(); err != nil {
+		return nil, fmt.Errorf("ingest: commit: %w", err)
+	}
+	in.tx = nil
+	return &in.result, nil
+}
+
+func (in *ingestion) Rollback() {
+	in.done = true
+	if in.tx != nil {
+		in.tx.Rollback()
+		in.tx = nil
+	}
+}
+
+const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload, status,
+	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 0), last_error, last_status,
+	created_at, updated_at`
+
+type scanner interface{ Scan(...any) error }
+
+func scanRow(row scanner) (store.OutboxRow, error) {
+	var r store.OutboxRow
+	var payload string
+	var next, leaseExp, created, updated int64
+	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
+		&r.Status, &r.Attempts, &next, &r.LeaseToken, &leaseExp, &r.LastError, &r.LastStatus, &created, &updated)
+	r.Payload = json.RawMessage(payload)
+	r.NextAttemptAt, r.LeaseExpiresAt, r.CreatedAt, r.UpdatedAt = fromUS(next), fromUS(leaseExp), fromUS(created), fromUS(updated)
+	return r, err
+}
+
+func collect(rows *sql.Rows) ([]store.OutboxRow, error) {
+	defer rows.Close()
+	var out []store.OutboxRow
+	for rows.Next() {
+		r, err := scanRow(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
+// Claim implements store.Outbox.
+func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error) {
+	sinkFilter := ""
+	args := []any{store.NewToken(), us(now.Add(lease)), us(now), us(now)}
+	if len(sinks) > 0 {
+		sinkFilter = " AND o.sink IN (" + placeholders(len(sinks)) + ")"
+		for _, sk := range sinks {
+			args = append(args, sk)
+		}
+	}
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, `UPDATE outbox SET status = 'inflight', lease_token = ?, lease_expires_at = ?,
+		attempts = attempts + 1, updated_at = ?
+		WHERE id IN (SELECT o.id FROM outbox o
+			WHERE o.status = 'pending' AND o.next_attempt_at <= ?`+sinkFilter+`
+			  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = o.ordering_key AND p.id < o.id
+			                  AND p.status IN ('pending', 'inflight'))
+			ORDER BY o.next_attempt_at, o.id LIMIT ?)
+		RETURNING `+outboxCols, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	out, err := collect(rows)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, err
+}
+
+func (s *Store) fenced(ctx context.Context, q string, args ...any) error {
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.ErrLeaseLost
+	}
+	return nil
+}
+
+// Complete implements store.Outbox.
+func (s *Store) Complete(ctx context.Context, id int64, token string, now time.Time, status int) error {
+	return s.fenced(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
+		last_status = ?, last_error = '', delivered_at = ?, updated_at = ?
+		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, status, us(now), us(now), id, token)
+}
+
+// Retry implements store.Outbox.
+func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, status int, lastError string) error {
+	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
+		next_attempt_at = ?, last_status = ?, last_error = ?, updated_at = ?
+		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), status, lastError, us(now), id, token)
+}
+
+// Dead implements store.Outbox.
+func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, status int, lastError string) error {
+	return s.fenced(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
+		last_status = ?, last_error = ?, updated_at = ?
+		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, status, lastError, us(now), id, token)
+}
+
+// Snooze implements store.Outbox.
+func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time.Time) error {
+	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
+		next_attempt_at = ?, attempts = max(attempts - 1, 0), updated_at = ?
+		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), us(now), id, token)
+}
+
+// ReapExpired implements store.Outbox.
+func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL,
+		lease_expires_at = NULL, next_attempt_at = ?, updated_at = ?
+		WHERE status = 'inflight' AND lease_expires_at < ?`, us(now), us(now), us(now))
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// ListDead implements store.Outbox.
+func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]store.OutboxRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
+		WHERE status = 'dead' AND (? = '' OR sink = ?) ORDER BY id LIMIT ?`, sink, sink, limit)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
+}
+
+// GetOutbox implements store.Outbox.
+func (s *Store) GetOutbox(ctx context.Context, id int64) (store.OutboxRow, error) {
+	r, err := scanRow(s.db.QueryRowContext(ctx, `SELECT `+outboxCols+` FROM outbox WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, store.ErrNotFound
+	}
+	return r, err
+}
+
+func idList(ids []int64) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return "(" + placeholders(len(ids)) + ")", args
+}
+
+// Replay implements store.Outbox.
+func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error) {
+	if len(ids) == 0 && sink == "" && !all {
+		return 0, errors.New("replay: name rows, a sink, or all")
+	}
+	q := `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, last_error = '', updated_at = ?
+		WHERE status = 'dead' AND (? = '' OR sink = ?)`
+	args := []any{us(now), us(now), sink, sink}
+	if len(ids) > 0 {
+		list, idArgs := idList(ids)
+		q += " AND id IN " + list
+		args = append(args, idArgs...)
+	}
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// Discard implements store.Outbox.
+func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, errors.New("discard: name the rows")
+	}
+	list, args := idList(ids)
+	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = 'discarded', updated_at = ?
+		WHERE status = 'dead' AND id IN `+list, append([]any{us(now)}, args...)...)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// Stats implements store.Outbox.
+func (s *Store) Stats(ctx context.Context, now time.Time) ([]store.SinkStats, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT sink,
+		sum(status = 'pending'), sum(status = 'inflight'), sum(status = 'dead'), sum(status = 'delivered'),
+		coalesce(min(CASE WHEN status IN ('pending', 'inflight') THEN created_at END), ?)
+		FROM outbox GROUP BY sink ORDER BY sink`, us(now))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.SinkStats
+	for rows.Next() {
+		var st store.SinkStats
+		var oldest int64
+		if err := rows.Scan(&st.Sink, &st.Pending, &st.Inflight, &st.Dead, &st.Delivered, &oldest); err != nil {
+			return nil, err
+		}
+		st.OldestPending = max(0, now.Sub(fromUS(oldest)))
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// AcquireLease implements store.Leases.
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error) {
+	var token int64
+	err := s.db.QueryRowContext(ctx, `INSERT INTO lease (name, holder, token, expires_at) VALUES (?, ?, 1, ?)
+		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+		token = CASE WHEN lease.holder = excluded.holder AND lease.expires_at >= ? THEN lease.token
+		             ELSE lease.token + 1 END
+		WHERE lease.holder = excluded.holder OR lease.expires_at < ?
+		RETURNING token`, name, holder, us(now.Add(ttl)), us(now), us(now)).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return token, err == nil, err
+}
+
+// ReleaseLease implements store.Leases.
+func (s *Store) ReleaseLease(ctx context.Context, name, holder string, token int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE lease SET expires_at = 0 WHERE name = ? AND holder = ? AND token = ?`,
+		name, holder, token)
+	return err
+}
+
+// NextControlNumber implements store.Store.
+func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, error) {
+	return nextControlNumber(ctx, s.db, sender)
+}
+
+func nextControlNumber(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, sender string) (int64, error) {
+	var n int64
+	err := q.QueryRowContext(ctx, `INSERT INTO control_number (sender, next) VALUES (?, 2)
+		ON CONFLICT (sender) DO UPDATE SET next = control_number.next + 1
+		RETURNING next - 1`, sender).Scan(&n)
+	if err == nil && n > 999_999_999 {
+		return 0, fmt.Errorf("control numbers for %s exhausted", sender)
+	}
+	return n, err
+}
+
+// Prune implements store.Store.
+func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
+	total := 0
+	for _, q := range []string{
+		`DELETE FROM inbox WHERE key IN (SELECT key FROM inbox WHERE created_at < ? LIMIT ?)`,
+		`DELETE FROM sighting WHERE id IN (SELECT id FROM sighting WHERE created_at < ? LIMIT ?)`,
+		`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
+			AND updated_at < ? LIMIT ?)`,
+		`DELETE FROM remote_file WHERE (source, path) IN (SELECT source, path FROM remote_file
+			WHERE updated_at < ? AND post_done = 1 LIMIT ?)`,
+	} {
+		for {
+			res, err := s.db.ExecContext(ctx, q, us(before), batch)
+			if err != nil {
+				return total, fmt.Errorf("prune: %w", err)
+			}
+			n, _ := res.RowsAffected()
+			total += int(n)
+			if int(n) < batch {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// Counts implements store.Store.
+func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
+	c := store.Counts{Inbox: map[string]int{}, Sightings: map[string]int{}, Outbox: map[string]int{}, Files: map[string]int{}}
+	for _, q := range []struct {
+		sql string
+		m   map[string]int
+	}{
+		{"SELECT status, count(*) FROM inbox GROUP BY status", c.Inbox},
+		{"SELECT kind, count(*) FROM sighting GROUP BY kind", c.Sightings},
+		{"SELECT status, count(*) FROM outbox GROUP BY status", c.Outbox},
+		{"SELECT status, count(*) FROM remote_file GROUP BY status", c.Files},
+	} {
+		rows, err := s.db.QueryContext(ctx, q.sql)
+		if err != nil {
+			return c, err
+		}
+		for rows.Next() {
+			var k string
+			var n int
+			if err := rows.Scan(&k, &n); err != nil {
+				rows.Close()
+				return c, err
+			}
+			q.m[k] = n
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}

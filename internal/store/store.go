@@ -1,0 +1,301 @@
+// Package store defines what ediwatch keeps durably — the inbox, the
+// outbox, the listing ledger, leases and control numbers — and the
+// contract both drivers (postgres, sqlite) implement. One conformance
+// suite, storetest, proves every driver against it.
+//
+// The central guarantee: a file's inbox claims, parsed results, outbox rows
+// and ledger row are committed in one transaction, or none of them are.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Outcome is what ingest decided for one transaction set.
+type Outcome string
+
+const (
+	// Processed: newly claimed; its effects are in the outbox.
+	Processed Outcome = "processed"
+	// Duplicate: the key was already claimed with the same content.
+	Duplicate Outcome = "duplicate"
+	// BusinessDuplicate: a new key whose effects all exist already (a
+	// regenerated document): recorded, nothing posted.
+	BusinessDuplicate Outcome = "business_duplicate"
+	// Conflict: the key was claimed with other content: quarantined as a
+	// sighting and counted, never silently dropped.
+	Conflict Outcome = "conflict"
+	// Rejected: the set failed validation; claimed as rejected, posts
+	// nothing. Other content may claim a rejected key again.
+	Rejected Outcome = "rejected"
+)
+
+// Errors of the store, translated from each driver's own.
+var (
+	// ErrLeaseLost: the outbox row's lease token no longer matches (the
+	// lease expired and the row was reaped or claimed by another relay).
+	ErrLeaseLost = errors.New("store: lease lost")
+	ErrNotFound  = errors.New("store: not found")
+)
+
+// FileInfo describes the file an ingest records.
+type FileInfo struct {
+	Source string
+	Path   string
+	Size   int64
+	MTime  time.Time
+	SHA256 string
+	// CorrelationID names this arrival in logs, rows and deliveries.
+	CorrelationID string
+	// Now is the time recorded on every row.
+	Now time.Time
+	// FailBeforeCommit, when set, makes Commit perform every write and
+	// then fail with this error instead of committing. For tests that
+	// prove a failed ingest leaves nothing behind.
+	FailBeforeCommit error
+}
+
+// Effect is an outbox row to insert.
+type Effect struct {
+	Kind        string          `json:"kind"`
+	Key         string          `json:"key"`
+	OrderingKey string          `json:"ordering_key"`
+	Sink        string          `json:"sink"`
+	Payload     json.RawMessage `json:"payload"`
+}
+
+// SetRecord is one transaction set to claim.
+type SetRecord struct {
+	Key         string
+	ContentHash string
+	Type        string
+	Rejected    bool
+	Reason      string
+	// Summary is the document summary kept on the inbox row (no patient
+	// data); may be nil.
+	Summary json.RawMessage
+	Effects []Effect
+}
+
+// SetResult is the outcome of one set.
+type SetResult struct {
+	Key     string
+	Outcome Outcome
+	// OriginalCorrelationID is the correlation id of the claim a duplicate
+	// or conflict refers to; for a new claim, the file's own.
+	OriginalCorrelationID string
+	// EffectKeys are the outbox rows this set inserted.
+	EffectKeys []string
+}
+
+// FileStatus is the ledger status of a remote file.
+type FileStatus string
+
+const (
+	// FileIngested: recorded (whatever its sets' outcomes); final.
+	FileIngested FileStatus = "ingested"
+	// FileRejected: not ingested, for a reason that will not change (too
+	// large, not X12); final.
+	FileRejected FileStatus = "rejected"
+	// FileRetrying: a download or parse failed; retried on later polls.
+	FileRetrying FileStatus = "retrying"
+	// FileFailed: failed too often; final until an operator acts.
+	FileFailed FileStatus = "failed"
+)
+
+// IngestResult is what Commit returns.
+type IngestResult struct {
+	Sets []SetResult
+	// AckKeys are the acknowledgment outbox rows inserted.
+	AckKeys []string
+}
+
+// Count returns how many sets had the outcome.
+func (r *IngestResult) Count(o Outcome) int {
+	n := 0
+	for _, s := range r.Sets {
+		if s.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Ingestion records one file. Sets and acknowledgments are added in file
+// order; nothing is visible to others until Commit. An Ingestion is used
+// by one goroutine; Rollback after Commit is a no-op, so `defer
+// ing.Rollback()` is always safe.
+type Ingestion interface {
+	AddSet(ctx context.Context, s SetRecord) error
+	// NextControlNumber allocates our next outbound control number for the
+	// acknowledgments of this file without waiting on the ingestion's own
+	// locks (see Store.NextControlNumber).
+	NextControlNumber(ctx context.Context, sender string) (int64, error)
+	AddAck(ctx context.Context, e Effect) error
+	// Commit writes the file's ledger row with status and commits all of
+	// it in one transaction.
+	Commit(ctx context.Context, status FileStatus, lastError string) (*IngestResult, error)
+	Rollback()
+}
+
+// Ingester starts ingestions. Any number may run at once, from any number
+// of processes: unique constraints decide every race.
+type Ingester interface {
+	BeginIngest(ctx context.Context, f FileInfo) (Ingestion, error)
+}
+
+// OutboxRow is one effect to deliver.
+type OutboxRow struct {
+	ID             int64
+	EffectKey      string
+	Kind           string
+	Sink           string
+	OrderingKey    string
+	InboxKey       string
+	CorrelationID  string
+	Payload        json.RawMessage
+	Status         string
+	Attempts       int
+	NextAttemptAt  time.Time
+	LeaseToken     string
+	LeaseExpiresAt time.Time
+	LastError      string
+	LastStatus     int
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Outbox row statuses.
+const (
+	StatusPending   = "pending"
+	StatusInflight  = "inflight"
+	StatusDelivered = "delivered"
+	StatusDead      = "dead"
+	StatusDiscarded = "discarded"
+)
+
+// SinkStats are the outbox counts of one sink.
+type SinkStats struct {
+	Sink      string
+	Pending   int
+	Inflight  int
+	Dead      int
+	Delivered int
+	// OldestPending is the age of the oldest pending row, 0 when none.
+	OldestPending time.Duration
+}
+
+// Outbox is the relay's view of the outbox. Every transition of a claimed
+// row is fenced by its lease token: a relay whose lease was lost gets
+// ErrLeaseLost and must not act on the row.
+type Outbox interface {
+	// Claim leases up to limit due rows (of the given sinks, or all when
+	// sinks is empty) for lease, never a row whose ordering key has an
+	// older pending or in-flight row, and never a row another claimer
+	// holds. The attempt is counted at claim.
+	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]OutboxRow, error)
+	// Complete marks a claimed row delivered (httpStatus recorded).
+	Complete(ctx context.Context, id int64, token string, now time.Time, httpStatus int) error
+	// Retry returns a claimed row to pending, due at at.
+	Retry(ctx context.Context, id int64, token string, now, at time.Time, httpStatus int, lastError string) error
+	// Dead moves a claimed row to the dead-letter queue.
+	Dead(ctx context.Context, id int64, token string, now time.Time, httpStatus int, lastError string) error
+	// Snooze returns a claimed row to pending, due at at, without counting
+	// the attempt (e.g. its sink's circuit breaker is open).
+	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
+	// ReapExpired returns rows whose lease expired to pending.
+	ReapExpired(ctx context.Context, now time.Time) (int, error)
+	// ListDead lists dead rows, of one sink when sink is not empty.
+	ListDead(ctx context.Context, sink string, limit int) ([]OutboxRow, error)
+	// GetOutbox returns one row.
+	GetOutbox(ctx context.Context, id int64) (OutboxRow, error)
+	// Replay returns dead rows to pending with their attempts reset: the
+	// given ids, or all of sink when ids is empty and sink is set, or all
+	// when both are empty and all is true. The effect key, and so the
+	// Idempotency-Key, is unchanged.
+	Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error)
+	// Discard resolves dead rows without delivering them. The rows are
+	// kept (status discarded): their effect keys must go on preventing a
+	// re-delivered document from posting again.
+	Discard(ctx context.Context, ids []int64, now time.Time) (int, error)
+	// Stats returns the counts per sink.
+	Stats(ctx context.Context, now time.Time) ([]SinkStats, error)
+}
+
+// Leases are named compare-and-set leases with fencing tokens, for
+// sources (one poller per source and directory) and the maintenance
+// leader. The token grows each time the lease changes hands.
+type Leases interface {
+	// AcquireLease takes name for holder until now+ttl when it is free,
+	// expired or already held by holder. It returns the fencing token and
+	// whether holder has the lease.
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error)
+	// ReleaseLease gives the lease up if holder still holds it with token.
+	ReleaseLease(ctx context.Context, name, holder string, token int64) error
+}
+
+// Counts are row counts for tests, metrics and reconciliation.
+type Counts struct {
+	Inbox     map[string]int // by status
+	Sightings map[string]int // by kind
+	Outbox    map[string]int // by status
+	Files     map[string]int // by ledger status
+}
+
+// Store is everything a driver provides. It is safe for concurrent use.
+type Store interface {
+	Ingester
+	Outbox
+	Leases
+	// NextControlNumber returns our next outbound ISA13/GS06 for sender:
+	// unique, and greater than every number returned before for sender.
+	NextControlNumber(ctx context.Context, sender string) (int64, error)
+	// Prune deletes, in batches of batch rows, inbox rows and sightings
+	// created before keysBefore, delivered or discarded outbox rows last
+	// updated before it, and ledger rows of files that post-processing
+	// removed from their drop. Dead rows stay until an operator resolves
+	// them; ledger rows of files still in a drop stay, or the poller would
+	// fetch them again after their keys are gone.
+	Prune(ctx context.Context, keysBefore time.Time, batch int) (int, error)
+	Counts(ctx context.Context) (Counts, error)
+	// Migrate applies pending migrations; concurrent calls are safe.
+	Migrate(ctx context.Context) error
+	Close()
+}
+
+// NewToken returns a random lease token.
+func NewToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("store: random token: %v", err)) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// NewCorrelationID returns a random correlation id.
+func NewCorrelationID() string { return NewToken()[:20] }
+
+// RetentionMargin is the margin key retention must keep beyond the replay
+// window: a day, or a tenth of the window when that is longer.
+func RetentionMargin(replayWindow time.Duration) time.Duration {
+	return max(24*time.Hour, replayWindow/10)
+}
+
+// ValidateRetention refuses a key retention shorter than the replay window
+// plus its margin: a key pruned while its document can still be re-sent
+// would let the re-send post again.
+func ValidateRetention(keys, replayWindow time.Duration) error {
+	if replayWindow <= 0 {
+		return fmt.Errorf("retention.replay_window: must be positive (got %s)", replayWindow)
+	}
+	if need := replayWindow + RetentionMargin(replayWindow); keys < need {
+		return fmt.Errorf("retention.keys: must be at least the replay window plus a margin, %s (got %s)", need, keys)
+	}
+	return nil
+}

@@ -71,6 +71,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newInspectCmd(stdout, stderr), newAckCmd(stdout, stderr))
+	root.AddCommand(newInspectCmd(stdout, stderr), newAckCmd(stdout, stderr), newMigrateCmd(stdout),
+		newIngestCmd(stdout, stderr))
 	return root
 }

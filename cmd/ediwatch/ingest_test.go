@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/testenv"
+)
+
+// command returns this test binary run as `ediwatch args...`.
+func command(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "EDIWATCH_TEST_MAIN=1")
+	return cmd
+}
+
+func writeConfig(t *testing.T, storeYAML string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ediwatch.yaml")
+	body := storeYAML + `
+sinks:
+  ledger: {url: "https://erp.example.test/remittances"}
+  acks: {url: "https://gateway.example.test/acks"}
+routes: {payment.posted: ledger, claim.received: ledger, ack.999: acks, ack.ta1: acks}
+`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestIngestFromThreeProcesses runs three `ediwatch ingest` processes on
+// the same file at once, against each driver: exactly one processes each
+// set; the others report duplicates of that original.
+func TestIngestFromThreeProcesses(t *testing.T) {
+	stores := map[string]func(t *testing.T) string{
+		"sqlite": func(t *testing.T) string {
+			return writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+filepath.Join(t.TempDir(), "e.db")))
+		},
+		"postgres": func(t *testing.T) string {
+			url := testenv.PostgresURL(t)
+			schema := fmt.Sprintf("cli_%d", time.Now().UnixNano())
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				c, err := pgx.Connect(context.Background(), url)
+				if err == nil {
+					c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+					c.Close(context.Background())
+				}
+			})
+			return writeConfig(t, fmt.Sprintf("store: {driver: postgres, dsn: %q}", url+"&search_path="+schema))
+		},
+	}
+	for name, mk := range stores {
+		t.Run(name, func(t *testing.T) {
+			cfg := mk(t)
+			file := fixture("multi_interchange.x12")
+			var wg sync.WaitGroup
+			outs := make([][]byte, 3)
+			errs := make([]error, 3)
+			for i := range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var stderr bytes.Buffer
+					cmd := command(t, "ingest", "--json", "--config", cfg, file)
+					cmd.Stderr = &stderr
+					outs[i], errs[i] = cmd.Output()
+					if errs[i] != nil {
+						errs[i] = fmt.Errorf("%v: %s", errs[i], stderr.String())
+					}
+				}()
+			}
+			wg.Wait()
+			outcomes := map[string]map[string]int{} // key -> outcome -> count
+			origOf := map[string]string{}           // key -> correlation id of the processing run
+			var rows []map[string]any
+			for i, out := range outs {
+				if errs[i] != nil {
+					t.Fatalf("process %d: %v", i, errs[i])
+				}
+				sc := bufio.NewScanner(bytes.NewReader(out))
+				for sc.Scan() {
+					var m map[string]any
+					if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+						t.Fatalf("%v: %s", err, sc.Text())
+					}
+					rows = append(rows, m)
+				}
+			}
+			for _, m := range rows {
+				key, outcome := m["key"].(string), m["outcome"].(string)
+				if outcomes[key] == nil {
+					outcomes[key] = map[string]int{}
+				}
+				outcomes[key][outcome]++
+				if outcome == "processed" || outcome == "business_duplicate" {
+					origOf[key] = m["correlation_id"].(string)
+				}
+			}
+			// Three 835 sets; the TA1-only interchange between them has no set
+			// to claim.
+			if len(outcomes) != 3 {
+				t.Fatalf("%d keys, want 3: %v", len(outcomes), outcomes)
+			}
+			for key, o := range outcomes {
+				if o["duplicate"] != 2 || o["processed"]+o["business_duplicate"] != 1 {
+					t.Errorf("%s: %v, want one first claim and two duplicates", key, o)
+				}
+			}
+			for _, m := range rows {
+				if m["outcome"] == "duplicate" && m["original_correlation_id"] != origOf[m["key"].(string)] {
+					t.Errorf("duplicate of %s refers to %v, not the original %s", m["key"], m["original_correlation_id"], origOf[m["key"].(string)])
+				}
+			}
+			// One payment in all: the file's three 835s carry one TRN.
+			c, err := config.Load(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := openStore(context.Background(), c.Store, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			counts, _ := s.Counts(context.Background())
+			if counts.Inbox["processed"] != 3 || counts.Outbox["pending"] != 1+2 || counts.Sightings["duplicate"] != 6 {
+				t.Errorf("counts %+v", counts)
+			}
+		})
+	}
+}
+
+func TestMigrateCommand(t *testing.T) {
+	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+filepath.Join(t.TempDir(), "m.db")))
+	out, err := command(t, "migrate", "--config", cfg).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "sqlite store migrated") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("store: {driver: sqlite, dsn: x}\nstorre: {driver: x}\n"), 0o600)
+	out, err = command(t, "migrate", "--config", bad).CombinedOutput()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 || !strings.Contains(string(out), "invalid keys: storre") {
+		t.Errorf("unknown key: %v: %s", err, out)
+	}
+}

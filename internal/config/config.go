@@ -1,0 +1,463 @@
+// Package config is ediwatch's configuration: a typed, documented struct
+// with defaults, read from a YAML file with EDIWATCH_* environment
+// overrides. Unknown keys are errors; Validate names the key path, the rule
+// and the value it got. Secrets are never inline: only file references,
+// read when used.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/viper"
+
+	"github.com/ediwatch/ediwatch/internal/store"
+)
+
+// Duration is a time.Duration that also accepts days ("400d").
+type Duration time.Duration
+
+// D returns the duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string {
+	t := time.Duration(d)
+	if t > 0 && t%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(t/(24*time.Hour))) + "d"
+	}
+	return t.String()
+}
+
+// ParseDuration parses a Go duration or a whole number of days ("30d").
+func ParseDuration(s string) (Duration, error) {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.Atoi(n)
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		return Duration(time.Duration(days) * 24 * time.Hour), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	return Duration(d), nil
+}
+
+// Config is the whole configuration.
+type Config struct {
+	Store     Store             `mapstructure:"store"`
+	Sources   []Source          `mapstructure:"sources"`
+	Sinks     map[string]Sink   `mapstructure:"sinks"`
+	Routes    map[string]string `mapstructure:"routes"`
+	Relay     Relay             `mapstructure:"relay"`
+	Retention Retention         `mapstructure:"retention"`
+	HTTP      HTTP              `mapstructure:"http"`
+	Log       Log               `mapstructure:"log"`
+}
+
+// Store selects the store driver.
+type Store struct {
+	// Driver is sqlite (embedded, default) or postgres.
+	Driver string `mapstructure:"driver"`
+	// DSN is "file:ediwatch.db" for sqlite, postgres://... for postgres.
+	DSN string `mapstructure:"dsn"`
+	// DSNFile, when set, holds the DSN (a postgres password stays out of
+	// the config).
+	DSNFile string `mapstructure:"dsn_file"`
+	// Migrate applies pending migrations at start (default true).
+	Migrate bool `mapstructure:"migrate"`
+}
+
+// ResolveDSN returns the DSN, read from DSNFile when set.
+func (s Store) ResolveDSN() (string, error) {
+	if s.DSNFile == "" {
+		return s.DSN, nil
+	}
+	b, err := os.ReadFile(s.DSNFile)
+	if err != nil {
+		return "", fmt.Errorf("store.dsn_file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Source is one drop to poll.
+type Source struct {
+	Name string `mapstructure:"name"`
+	// Type is sftp or local.
+	Type    string `mapstructure:"type"`
+	Address string `mapstructure:"address"` // host:port (sftp)
+	User    string `mapstructure:"user"`
+	// PrivateKeyFile or PasswordFile authenticate (sftp); never inline.
+	PrivateKeyFile string `mapstructure:"private_key_file"`
+	PassphraseFile string `mapstructure:"passphrase_file"`
+	PasswordFile   string `mapstructure:"password_file"`
+	// KnownHostsFile is required for sftp: unknown host keys are refused.
+	KnownHostsFile  string   `mapstructure:"known_hosts_file"`
+	Directories     []string `mapstructure:"directories"`
+	Include         []string `mapstructure:"include"`
+	Exclude         []string `mapstructure:"exclude"`
+	PollInterval    Duration `mapstructure:"poll_interval"`
+	StableFor       Duration `mapstructure:"stable_for"`
+	After           string   `mapstructure:"after"` // leave | delete | move:DIR
+	MaxFilesPerPoll int      `mapstructure:"max_files_per_poll"`
+	MaxFileSize     int64    `mapstructure:"max_file_size"`
+	MaxAttempts     int      `mapstructure:"max_attempts"`
+	Downloads       int      `mapstructure:"downloads"` // concurrent downloads
+	// Us and Them override the interchange ids of our acknowledgments
+	// ("QUAL:ID"); by default they answer with the received ids swapped.
+	Us   string `mapstructure:"us"`
+	Them string `mapstructure:"them"`
+}
+
+// Sink is an HTTP endpoint.
+type Sink struct {
+	URL string `mapstructure:"url"`
+	// SecretFile holds Standard Webhooks secrets (whsec_...), one per line.
+	SecretFile string   `mapstructure:"secret_file"`
+	Timeout    Duration `mapstructure:"timeout"`
+	// Raw sends acknowledgments as application/edi-x12 instead of JSON.
+	Raw bool `mapstructure:"raw"`
+	// HeaderFiles maps a header name to a file holding its value.
+	HeaderFiles map[string]string `mapstructure:"header_files"`
+}
+
+// Relay tunes delivery.
+type Relay struct {
+	Workers     int      `mapstructure:"workers"`
+	MaxAttempts int      `mapstructure:"max_attempts"`
+	Backoff     Backoff  `mapstructure:"backoff"`
+	MaxAge      Duration `mapstructure:"max_age"`
+	Lease       Duration `mapstructure:"lease"`
+}
+
+// Backoff is an exponential backoff with full jitter.
+type Backoff struct {
+	Base Duration `mapstructure:"base"`
+	Max  Duration `mapstructure:"max"`
+}
+
+// Retention bounds what is kept.
+type Retention struct {
+	Keys         Duration `mapstructure:"keys"`
+	ReplayWindow Duration `mapstructure:"replay_window"`
+}
+
+// HTTP is the metrics and health server.
+type HTTP struct {
+	Listen string `mapstructure:"listen"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level string `mapstructure:"level"`
+}
+
+// Default returns the configuration with every default set.
+func Default() Config {
+	return Config{
+		Store:  Store{Driver: "sqlite", DSN: "file:ediwatch.db", Migrate: true},
+		Routes: map[string]string{},
+		Sinks:  map[string]Sink{},
+		Relay: Relay{Workers: 8, MaxAttempts: 25, Backoff: Backoff{Base: Duration(2 * time.Second), Max: Duration(time.Hour)},
+			MaxAge: Duration(72 * time.Hour), Lease: Duration(time.Minute)},
+		Retention: Retention{Keys: Duration(400 * 24 * time.Hour), ReplayWindow: Duration(30 * 24 * time.Hour)},
+		HTTP:      HTTP{Listen: "127.0.0.1:9464"},
+		Log:       Log{Level: "info"},
+	}
+}
+
+func sourceDefaults(s *Source) {
+	if s.Type == "" {
+		s.Type = "sftp"
+	}
+	if len(s.Include) == 0 {
+		s.Include = []string{"*"}
+	}
+	if s.PollInterval == 0 {
+		s.PollInterval = Duration(time.Minute)
+	}
+	if s.StableFor == 0 {
+		s.StableFor = Duration(30 * time.Second)
+	}
+	if s.After == "" {
+		s.After = "leave"
+	}
+	if s.MaxFilesPerPoll == 0 {
+		s.MaxFilesPerPoll = 1000
+	}
+	if s.MaxFileSize == 0 {
+		s.MaxFileSize = 1 << 30
+	}
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = 5
+	}
+	if s.Downloads == 0 {
+		s.Downloads = 4
+	}
+}
+
+func sinkDefaults(s *Sink) {
+	if s.Timeout == 0 {
+		s.Timeout = Duration(30 * time.Second)
+	}
+}
+
+// durationHook decodes Duration from strings ("1m", "400d").
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(Duration(0)) {
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		return ParseDuration(v)
+	case int:
+		return Duration(time.Duration(v) * time.Second), nil
+	}
+	return data, nil
+}
+
+// Load reads the YAML file at path (none when empty), applies EDIWATCH_*
+// environment overrides (EDIWATCH_STORE_DSN for store.dsn), fills defaults
+// and validates. Unknown keys are errors.
+func Load(path string) (Config, error) {
+	// Route keys hold dots (payment.posted): viper's own key paths use "::".
+	v := viper.NewWithOptions(viper.KeyDelimiter("::"))
+	v.SetConfigType("yaml")
+	v.SetEnvPrefix("EDIWATCH")
+	v.SetEnvKeyReplacer(strings.NewReplacer("::", "_"))
+	v.AutomaticEnv()
+	def := Default()
+	// Every scalar key is made known so the environment can set it.
+	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "relay.workers",
+		"relay.max_attempts", "relay.backoff.base", "relay.backoff.max", "relay.max_age", "relay.lease",
+		"retention.keys", "retention.replay_window", "http.listen", "log.level"} {
+		v.SetDefault(strings.ReplaceAll(k, ".", "::"), lookup(def, k))
+	}
+	if path != "" {
+		v.SetConfigFile(path)
+		if err := v.ReadInConfig(); err != nil {
+			return Config{}, fmt.Errorf("read config %s: %w", path, err)
+		}
+	}
+	cfg := def
+	err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(durationHook)))
+	if err != nil {
+		return Config{}, fmt.Errorf("config %s: %w", path, cleanDecodeError(err))
+	}
+	for i := range cfg.Sources {
+		sourceDefaults(&cfg.Sources[i])
+	}
+	for name, s := range cfg.Sinks {
+		sinkDefaults(&s)
+		cfg.Sinks[name] = s
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func lookup(c Config, key string) any {
+	switch key {
+	case "store.driver":
+		return c.Store.Driver
+	case "store.dsn":
+		return c.Store.DSN
+	case "store.dsn_file":
+		return c.Store.DSNFile
+	case "store.migrate":
+		return c.Store.Migrate
+	case "relay.workers":
+		return c.Relay.Workers
+	case "relay.max_attempts":
+		return c.Relay.MaxAttempts
+	case "relay.backoff.base":
+		return c.Relay.Backoff.Base.String()
+	case "relay.backoff.max":
+		return c.Relay.Backoff.Max.String()
+	case "relay.max_age":
+		return c.Relay.MaxAge.String()
+	case "relay.lease":
+		return c.Relay.Lease.String()
+	case "retention.keys":
+		return c.Retention.Keys.String()
+	case "retention.replay_window":
+		return c.Retention.ReplayWindow.String()
+	case "http.listen":
+		return c.HTTP.Listen
+	case "log.level":
+		return c.Log.Level
+	}
+	return nil
+}
+
+var dsnPassword = regexp.MustCompile(`(://[^:/@]*:)[^@]*@`)
+
+// Redact hides a password inside a URL-like string.
+func Redact(s string) string { return dsnPassword.ReplaceAllString(s, "${1}[redacted]@") }
+
+func cleanDecodeError(err error) error {
+	return errors.New(Redact(strings.ReplaceAll(err.Error(), "\n", "; ")))
+}
+
+// EffectKinds are the effect kinds a route may name.
+var EffectKinds = []string{"payment.posted", "claim.received", "ack.999", "ack.ta1"}
+
+// Validate checks every value and names the first bad one by its key path.
+func (c *Config) Validate() error {
+	var errs []string
+	bad := func(path, rule string, got any) {
+		errs = append(errs, fmt.Sprintf("%s: %s (got %v)", path, rule, got))
+	}
+	switch c.Store.Driver {
+	case "sqlite", "postgres":
+	default:
+		bad("store.driver", "must be sqlite or postgres", quote(c.Store.Driver))
+	}
+	if c.Store.DSN == "" && c.Store.DSNFile == "" {
+		bad("store.dsn", "must be set (or store.dsn_file)", `""`)
+	}
+	if c.Store.Driver == "postgres" && c.Store.DSNFile == "" {
+		if u, err := url.Parse(c.Store.DSN); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			bad("store.dsn", "must be a postgres:// URL", quote(Redact(c.Store.DSN)))
+		} else if _, has := u.User.Password(); has {
+			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(Redact(c.Store.DSN)))
+		}
+	}
+	names := map[string]bool{}
+	for i, s := range c.Sources {
+		p := fmt.Sprintf("sources[%d]", i)
+		if !validName(s.Name) {
+			bad(p+".name", "must be letters, digits, '-' or '_'", quote(s.Name))
+		}
+		if names[s.Name] {
+			bad(p+".name", "must be unique", quote(s.Name))
+		}
+		names[s.Name] = true
+		switch s.Type {
+		case "sftp":
+			if _, _, err := net.SplitHostPort(s.Address); err != nil {
+				bad(p+".address", "must be host:port", quote(s.Address))
+			}
+			if s.User == "" {
+				bad(p+".user", "must be set for sftp", `""`)
+			}
+			if s.PrivateKeyFile == "" && s.PasswordFile == "" {
+				bad(p+".private_key_file", "sftp needs private_key_file or password_file", `""`)
+			}
+			if s.KnownHostsFile == "" {
+				bad(p+".known_hosts_file", "is required: unknown host keys are refused", `""`)
+			}
+		case "local":
+		default:
+			bad(p+".type", "must be sftp or local", quote(s.Type))
+		}
+		if len(s.Directories) == 0 {
+			bad(p+".directories", "must name at least one directory", "[]")
+		}
+		if s.PollInterval <= 0 {
+			bad(p+".poll_interval", "must be positive", s.PollInterval.D())
+		}
+		if s.StableFor < 0 {
+			bad(p+".stable_for", "must not be negative", s.StableFor.D())
+		}
+		if s.After != "leave" && s.After != "delete" && !(strings.HasPrefix(s.After, "move:") && len(s.After) > 5) {
+			bad(p+".after", "must be leave, delete or move:DIR", quote(s.After))
+		}
+		if s.MaxFilesPerPoll < 1 {
+			bad(p+".max_files_per_poll", "must be at least 1", s.MaxFilesPerPoll)
+		}
+		if s.MaxFileSize < 1 {
+			bad(p+".max_file_size", "must be positive", s.MaxFileSize)
+		}
+		for _, id := range []struct{ k, v string }{{"us", s.Us}, {"them", s.Them}} {
+			if id.v != "" {
+				if q, v, ok := strings.Cut(id.v, ":"); !ok || len(q) != 2 || v == "" || len(v) > 15 {
+					bad(p+"."+id.k, "must be QUAL:ID (2-character qualifier, id of 1 to 15 characters)", quote(id.v))
+				}
+			}
+		}
+	}
+	for name, s := range c.Sinks {
+		p := "sinks." + name
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad(p+".url", "must be an http or https URL", quote(Redact(s.URL)))
+		} else if u.User != nil {
+			bad(p+".url", "must not hold credentials; use header_files", quote(Redact(s.URL)))
+		}
+		if s.Timeout <= 0 {
+			bad(p+".timeout", "must be positive", s.Timeout.D())
+		}
+	}
+	for kind, sink := range c.Routes {
+		if !contains(EffectKinds, kind) {
+			bad("routes."+kind, "is not an effect kind ("+strings.Join(EffectKinds, ", ")+")", quote(kind))
+		}
+		if _, ok := c.Sinks[sink]; !ok {
+			bad("routes."+kind, "must name a configured sink", quote(sink))
+		}
+	}
+	if len(c.Sources) > 0 {
+		for _, kind := range EffectKinds {
+			if _, ok := c.Routes[kind]; !ok {
+				bad("routes."+kind, "must be routed to a sink", `""`)
+			}
+		}
+	}
+	if c.Relay.Workers < 1 {
+		bad("relay.workers", "must be at least 1", c.Relay.Workers)
+	}
+	if c.Relay.MaxAttempts < 1 {
+		bad("relay.max_attempts", "must be at least 1", c.Relay.MaxAttempts)
+	}
+	if c.Relay.Backoff.Base <= 0 || c.Relay.Backoff.Max < c.Relay.Backoff.Base {
+		bad("relay.backoff", "base must be positive and max at least base", fmt.Sprintf("base %s, max %s", c.Relay.Backoff.Base, c.Relay.Backoff.Max))
+	}
+	if c.Relay.MaxAge <= 0 {
+		bad("relay.max_age", "must be positive", c.Relay.MaxAge.D())
+	}
+	if c.Relay.Lease < Duration(time.Second) {
+		bad("relay.lease", "must be at least 1s", c.Relay.Lease.D())
+	}
+	if err := store.ValidateRetention(c.Retention.Keys.D(), c.Retention.ReplayWindow.D()); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+		bad("http.listen", "must be host:port", quote(c.HTTP.Listen))
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be debug, info, warn or error", quote(c.Log.Level))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func validName(s string) bool { return nameRE.MatchString(s) }
+
+func quote(s string) string { return strconv.Quote(s) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,81 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadConfigs loads every testdata/*.bad.yaml and expects the error its
+// first line names ("# error: ...").
+func TestBadConfigs(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.bad.yaml")
+	if len(files) < 10 {
+		t.Fatalf("%d bad configs", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _, _ := strings.Cut(string(b), "\n")
+			want := strings.TrimPrefix(first, "# error: ")
+			_, err = Load(f)
+			if err == nil {
+				t.Fatalf("loaded; want %q", want)
+			}
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error:\n%s\nwant it to contain:\n%s", err, want)
+			}
+			for _, secret := range []string{"hunter2", ":pw@"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error reveals a secret: %s", err)
+				}
+			}
+		})
+	}
+}
+
+func TestGoodConfigAndDefaults(t *testing.T) {
+	c, err := Load("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Sources[0]
+	if s.Name != "acme-era" || s.PollInterval.D() != time.Minute || s.After != "move:/outbound/archive" ||
+		s.MaxFilesPerPoll != 1000 || s.MaxAttempts != 5 || s.Us != "ZZ:RIVERSIDE" {
+		t.Errorf("source %+v", s)
+	}
+	if c.Retention.Keys.D() != 400*24*time.Hour || c.Relay.Workers != 8 || c.Sinks["ledger"].Timeout.D() != 30*time.Second {
+		t.Errorf("defaults: %+v %+v", c.Retention, c.Relay)
+	}
+	if c.Routes["payment.posted"] != "ledger" || c.Routes["ack.ta1"] != "acks" {
+		t.Errorf("routes %v", c.Routes)
+	}
+}
+
+func TestEnvironmentOverrides(t *testing.T) {
+	t.Setenv("EDIWATCH_STORE_DSN", "file:/tmp/other.db")
+	t.Setenv("EDIWATCH_RELAY_WORKERS", "3")
+	t.Setenv("EDIWATCH_RETENTION_KEYS", "500d")
+	c, err := Load("testdata/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.DSN != "file:/tmp/other.db" || c.Relay.Workers != 3 || c.Retention.Keys.String() != "500d" {
+		t.Errorf("overrides not applied: %+v %+v %s", c.Store, c.Relay, c.Retention.Keys)
+	}
+	t.Setenv("EDIWATCH_LOG_LEVEL", "chatty")
+	if _, err := Load("testdata/good.yaml"); err == nil || !strings.Contains(err.Error(), `log.level: must be debug, info, warn or error (got "chatty")`) {
+		t.Errorf("bad override: %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	if got := Redact("postgres://u:p%40ss@h/db"); got != "postgres://u:[redacted]@h/db" {
+		t.Errorf("%s", got)
+	}
+}

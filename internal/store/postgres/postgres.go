@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +27,18 @@ import (
 // Store is the PostgreSQL driver. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+
+	ctlMu sync.Mutex
+	ctl   map[string]*ctlBlock // control numbers reserved, per sender
 }
+
+// ctlBlock is a range [next, end) of control numbers reserved for this
+// process.
+type ctlBlock struct{ next, end int64 }
+
+// ctlBlockSize is how many control numbers a process reserves at once:
+// one short commit per block instead of one per acknowledgment.
+const ctlBlockSize = 100
 
 var _ store.Store = (*Store)(nil)
 
@@ -61,7 +73,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("postgres: create schema: %w", err)
 		}
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, ctl: map[string]*ctlBlock{}}, nil
 }
 
 // redact drops connection strings (which may hold a password) from an error.
@@ -177,7 +189,7 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 	if err != nil {
 		return err
 	}
-	if r.Effects == nil {
+	if len(r.Effects) == 0 {
 		effects = []byte("[]")
 	}
 	var summary any
@@ -529,22 +541,30 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string, token int
 	return err
 }
 
-// NextControlNumber implements store.Store.
+// NextControlNumber implements store.Store. Numbers are reserved in blocks
+// of ctlBlockSize per process: unique across every process, increasing
+// within each; a restart leaves a gap, which X12 allows.
 func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, error) {
-	return nextControlNumber(ctx, s.pool, sender)
-}
-
-func nextControlNumber(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, sender string) (int64, error) {
-	var n int64
-	err := q.QueryRow(ctx, `INSERT INTO control_number (sender, next) VALUES ($1, 2)
-		ON CONFLICT (sender) DO UPDATE SET next = control_number.next + 1
-		RETURNING next - 1`, sender).Scan(&n)
-	if err == nil && n > 999_999_999 {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	b := s.ctl[sender]
+	if b == nil || b.next >= b.end {
+		var end int64
+		err := s.pool.QueryRow(ctx, `INSERT INTO control_number (sender, next) VALUES ($1, 1 + $2)
+			ON CONFLICT (sender) DO UPDATE SET next = control_number.next + $2
+			RETURNING next`, sender, ctlBlockSize).Scan(&end)
+		if err != nil {
+			return 0, fmt.Errorf("control number: %w", err)
+		}
+		b = &ctlBlock{next: end - ctlBlockSize, end: end}
+		s.ctl[sender] = b
+	}
+	n := b.next
+	if n > 999_999_999 {
 		return 0, fmt.Errorf("control numbers for %s exhausted", sender)
 	}
-	return n, err
+	b.next++
+	return n, nil
 }
 
 // Prune implements store.Store.

@@ -22,7 +22,7 @@ var schemaSeq atomic.Int64
 
 // newStore opens the test PostgreSQL with a schema private to t, dropped
 // at the end.
-func newStore(t *testing.T) store.Store {
+func newStore(t testing.TB) store.Store {
 	url := testenv.PostgresURL(t)
 	schema := fmt.Sprintf("t_%d_%d", time.Now().UnixNano()%1e9, schemaSeq.Add(1))
 	ctx := context.Background()
@@ -40,7 +40,9 @@ func newStore(t *testing.T) store.Store {
 	return s
 }
 
-func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
+}
 
 func TestOpenRedactsPassword(t *testing.T) {
 	_, err := Open(context.Background(), "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=1&bogus_param=%zz", Options{})

@@ -13,7 +13,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func newStore(t *testing.T) store.Store {
+func newStore(t testing.TB) store.Store {
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "ediwatch.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -25,4 +25,6 @@ func newStore(t *testing.T) store.Store {
 	return s
 }
 
-func TestConformance(t *testing.T) { storetest.Run(t, newStore) }
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
+}

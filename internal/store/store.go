@@ -240,6 +240,31 @@ type Leases interface {
 	ReleaseLease(ctx context.Context, name, holder string, token int64) error
 }
 
+// FileState is a remote file's row in the listing ledger.
+type FileState struct {
+	Size      int64
+	MTime     time.Time
+	SHA256    string
+	Status    FileStatus
+	Attempts  int
+	LastError string
+	PostDone  bool
+	UpdatedAt time.Time
+}
+
+// Ledger is the poller's view of the listing ledger.
+type Ledger interface {
+	// FileStates returns, in one query, the ledger rows of the given paths
+	// of source; paths without a row are absent from the map.
+	FileStates(ctx context.Context, source string, paths []string) (map[string]FileState, error)
+	// RecordFileProblem records a file that was not ingested: status
+	// retrying or failed (a download or processing failure; attempts count
+	// up while size and mtime stay the same) or rejected (e.g. too large).
+	RecordFileProblem(ctx context.Context, f FileInfo, status FileStatus, lastError string) (FileState, error)
+	// MarkPostDone records that post-processing (delete, move) is done.
+	MarkPostDone(ctx context.Context, source, path string, now time.Time) error
+}
+
 // Counts are row counts for tests, metrics and reconciliation.
 type Counts struct {
 	Inbox     map[string]int // by status
@@ -253,6 +278,7 @@ type Store interface {
 	Ingester
 	Outbox
 	Leases
+	Ledger
 	// NextControlNumber returns our next outbound ISA13/GS06 for sender:
 	// unique, and greater than every number returned before for sender.
 	NextControlNumber(ctx context.Context, sender string) (int64, error)

@@ -567,6 +567,53 @@ func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, er
 	return n, nil
 }
 
+// FileStates implements store.Ledger.
+func (s *Store) FileStates(ctx context.Context, source string, paths []string) (map[string]store.FileState, error) {
+	rows, err := s.pool.Query(ctx, `SELECT path, size, mtime, sha256, status, attempts, last_error, post_done, updated_at
+		FROM remote_file WHERE source = $1 AND path = ANY($2::text[])`, source, paths)
+	if err != nil {
+		return nil, fmt.Errorf("file states: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]store.FileState, len(paths))
+	for rows.Next() {
+		var p string
+		var f store.FileState
+		var status string
+		if err := rows.Scan(&p, &f.Size, &f.MTime, &f.SHA256, &status, &f.Attempts, &f.LastError, &f.PostDone, &f.UpdatedAt); err != nil {
+			return nil, err
+		}
+		f.Status = store.FileStatus(status)
+		out[p] = f
+	}
+	return out, rows.Err()
+}
+
+// RecordFileProblem implements store.Ledger.
+func (s *Store) RecordFileProblem(ctx context.Context, f store.FileInfo, status store.FileStatus, lastError string) (store.FileState, error) {
+	var st store.FileState
+	var sts string
+	err := s.pool.QueryRow(ctx, `INSERT INTO remote_file (source, path, size, mtime, status, attempts, last_error,
+		correlation_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $8)
+		ON CONFLICT (source, path) DO UPDATE SET status = excluded.status, last_error = excluded.last_error,
+		attempts = CASE WHEN remote_file.size = excluded.size AND remote_file.mtime = excluded.mtime
+		                THEN remote_file.attempts + 1 ELSE 1 END,
+		size = excluded.size, mtime = excluded.mtime, correlation_id = excluded.correlation_id,
+		updated_at = excluded.updated_at
+		RETURNING size, mtime, sha256, status, attempts, last_error, post_done, updated_at`,
+		f.Source, f.Path, f.Size, f.MTime, string(status), lastError, f.CorrelationID, f.Now).Scan(
+		&st.Size, &st.MTime, &st.SHA256, &sts, &st.Attempts, &st.LastError, &st.PostDone, &st.UpdatedAt)
+	st.Status = store.FileStatus(sts)
+	return st, err
+}
+
+// MarkPostDone implements store.Ledger.
+func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.Time) error {
+	_, err := s.pool.Exec(ctx, `UPDATE remote_file SET post_done = true, updated_at = $3 WHERE source = $1 AND path = $2`,
+		source, path, now)
+	return err
+}
+
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
 	total := 0

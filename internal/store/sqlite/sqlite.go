@@ -552,6 +552,58 @@ func nextControlNumber(ctx context.Context, q interface {
 	return n, err
 }
 
+// FileStates implements store.Ledger.
+func (s *Store) FileStates(ctx context.Context, source string, paths []string) (map[string]store.FileState, error) {
+	list, err := json.Marshal(paths)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT path, size, mtime, sha256, status, attempts, last_error, post_done, updated_at
+		FROM remote_file WHERE source = ? AND path IN (SELECT value FROM json_each(?))`, source, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("file states: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]store.FileState, len(paths))
+	for rows.Next() {
+		var p, status string
+		var f store.FileState
+		var mtime, updated int64
+		if err := rows.Scan(&p, &f.Size, &mtime, &f.SHA256, &status, &f.Attempts, &f.LastError, &f.PostDone, &updated); err != nil {
+			return nil, err
+		}
+		f.Status, f.MTime, f.UpdatedAt = store.FileStatus(status), fromUS(mtime), fromUS(updated)
+		out[p] = f
+	}
+	return out, rows.Err()
+}
+
+// RecordFileProblem implements store.Ledger.
+func (s *Store) RecordFileProblem(ctx context.Context, f store.FileInfo, status store.FileStatus, lastError string) (store.FileState, error) {
+	var st store.FileState
+	var sts string
+	var mtime, updated int64
+	err := s.db.QueryRowContext(ctx, `INSERT INTO remote_file (source, path, size, mtime, status, attempts, last_error,
+		correlation_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
+		ON CONFLICT (source, path) DO UPDATE SET status = excluded.status, last_error = excluded.last_error,
+		attempts = CASE WHEN remote_file.size = excluded.size AND remote_file.mtime = excluded.mtime
+		                THEN remote_file.attempts + 1 ELSE 1 END,
+		size = excluded.size, mtime = excluded.mtime, correlation_id = excluded.correlation_id,
+		updated_at = excluded.updated_at
+		RETURNING size, mtime, sha256, status, attempts, last_error, post_done, updated_at`,
+		f.Source, f.Path, f.Size, us(f.MTime), string(status), lastError, f.CorrelationID, us(f.Now), us(f.Now)).Scan(
+		&st.Size, &mtime, &st.SHA256, &sts, &st.Attempts, &st.LastError, &st.PostDone, &updated)
+	st.Status, st.MTime, st.UpdatedAt = store.FileStatus(sts), fromUS(mtime), fromUS(updated)
+	return st, err
+}
+
+// MarkPostDone implements store.Ledger.
+func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE remote_file SET post_done = 1, updated_at = ? WHERE source = ? AND path = ?`,
+		us(now), source, path)
+	return err
+}
+
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
 	total := 0

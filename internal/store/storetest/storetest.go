@@ -601,3 +601,42 @@ func testMigrateAgain(t *testing.T, s store.Store) {
 	wg.Wait()
 	mustIngest(t, s, "a.835", Fixture(t, "835_canonical.x12"))
 }
+
+func testLedger(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustIngest(t, s, "in/a.835", Fixture(t, "835_canonical.x12"))
+	mtime := t0.Add(-time.Hour)
+	f := store.FileInfo{Source: "test", Path: "in/b.835", Size: 10, MTime: mtime, CorrelationID: "c", Now: t0}
+	for i := 1; i <= 3; i++ {
+		st, err := s.RecordFileProblem(ctx, f, store.FileRetrying, "connection reset")
+		if err != nil || st.Attempts != i || st.Status != store.FileRetrying {
+			t.Fatalf("attempt %d: %+v %v", i, st, err)
+		}
+	}
+	f.Size = 11 // the file changed: attempts start again
+	if st, _ := s.RecordFileProblem(ctx, f, store.FileRetrying, "x"); st.Attempts != 1 {
+		t.Errorf("attempts after a change: %d", st.Attempts)
+	}
+	big := store.FileInfo{Source: "test", Path: "in/huge.835", Size: 1 << 40, MTime: mtime, CorrelationID: "c", Now: t0}
+	s.RecordFileProblem(ctx, big, store.FileRejected, "larger than max_file_size")
+	states, err := s.FileStates(ctx, "test", []string{"in/a.835", "in/b.835", "in/huge.835", "in/none.835"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(states) != 3 || states["in/a.835"].Status != store.FileIngested || states["in/a.835"].SHA256 != "sha-in/a.835" ||
+		states["in/b.835"].Size != 11 || states["in/huge.835"].Status != store.FileRejected || !states["in/a.835"].MTime.Equal(t0) {
+		t.Errorf("states %+v", states)
+	}
+	if states["in/a.835"].PostDone {
+		t.Error("post_done before post-processing")
+	}
+	if err := s.MarkPostDone(ctx, "test", "in/a.835", t0); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := s.FileStates(ctx, "test", []string{"in/a.835"}); !st["in/a.835"].PostDone {
+		t.Error("post_done not recorded")
+	}
+	if other, _ := s.FileStates(ctx, "other", []string{"in/a.835"}); len(other) != 0 {
+		t.Errorf("another source's rows: %v", other)
+	}
+}

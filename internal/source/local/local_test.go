@@ -1,0 +1,14 @@
+package local
+
+import (
+	"testing"
+
+	"github.com/ediwatch/ediwatch/internal/source/sourcetest"
+)
+
+func TestSourceSuite(t *testing.T) {
+	sourcetest.Run(t, Source{}, func(t *testing.T) sourcetest.Drop {
+		d := t.TempDir()
+		return sourcetest.Drop{Local: d, Remote: d}
+	})
+}

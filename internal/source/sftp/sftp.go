@@ -1,0 +1,380 @@
+// Package sftp is the SFTP source (github.com/pkg/sftp over
+// golang.org/x/crypto/ssh). Host keys are verified against a known_hosts
+// file: an unknown or changed key is refused with the host and the
+// fingerprint it offered. One connection is kept and reused across polls,
+// kept alive, and re-established with exponential backoff and jitter after
+// a failure.
+package sftp
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/ediwatch/ediwatch/internal/poller"
+)
+
+// Config is how to reach one server. Secrets are read from files.
+type Config struct {
+	Address        string // host:port
+	User           string
+	PrivateKeyFile string
+	PassphraseFile string
+	PasswordFile   string
+	KnownHostsFile string
+	// Timeout bounds connecting and each keepalive round trip (default 30s).
+	Timeout time.Duration
+	// Keepalive is the interval of keepalive requests (default 30s).
+	Keepalive time.Duration
+	// BackoffBase and BackoffMax shape reconnect backoff (default 1s, 5m).
+	BackoffBase, BackoffMax time.Duration
+}
+
+// Source is an SFTP drop. It is safe for concurrent use.
+type Source struct {
+	cfg      Config
+	auth     ssh.AuthMethod
+	hostKeys ssh.HostKeyCallback
+	algos    []string
+
+	mu       sync.Mutex
+	ssh      *ssh.Client
+	client   *sftp.Client
+	failures int
+	retryAt  time.Time
+	stop     chan struct{}
+}
+
+var _ poller.Source = (*Source)(nil)
+
+// New checks the configuration and reads the credentials and known hosts.
+// It does not connect: the first call does.
+func New(cfg Config) (*Source, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Keepalive <= 0 {
+		cfg.Keepalive = 30 * time.Second
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = time.Second
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 5 * time.Minute
+	}
+	s := &Source{cfg: cfg}
+	switch {
+	case cfg.PrivateKeyFile != "":
+		pem, err := os.ReadFile(cfg.PrivateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("private key: %w", err)
+		}
+		var signer ssh.Signer
+		if cfg.PassphraseFile != "" {
+			pass, err := os.ReadFile(cfg.PassphraseFile)
+			if err != nil {
+				return nil, fmt.Errorf("passphrase: %w", err)
+			}
+			signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, []byte(strings.TrimRight(string(pass), "\r\n")))
+			if err != nil {
+				return nil, fmt.Errorf("private key %s: %w", cfg.PrivateKeyFile, err)
+			}
+		} else if signer, err = ssh.ParsePrivateKey(pem); err != nil {
+			return nil, fmt.Errorf("private key %s: %w", cfg.PrivateKeyFile, err)
+		}
+		s.auth = ssh.PublicKeys(signer)
+	case cfg.PasswordFile != "":
+		pass, err := os.ReadFile(cfg.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("password: %w", err)
+		}
+		s.auth = ssh.Password(strings.TrimRight(string(pass), "\r\n"))
+	default:
+		return nil, errors.New("sftp: a private key file or a password file is required")
+	}
+	kh, err := knownhosts.New(cfg.KnownHostsFile)
+	if err != nil {
+		return nil, fmt.Errorf("known hosts: %w", err)
+	}
+	s.hostKeys = verify(kh, cfg.KnownHostsFile)
+	s.algos = knownAlgorithms(kh, cfg.Address)
+	return s, nil
+}
+
+// verify wraps a known_hosts callback so a refusal names the host and the
+// key it offered.
+func verify(kh ssh.HostKeyCallback, file string) ssh.HostKeyCallback {
+	return func(host string, remote net.Addr, key ssh.PublicKey) error {
+		err := kh(host, remote, key)
+		var ke *knownhosts.KeyError
+		if errors.As(err, &ke) {
+			if len(ke.Want) == 0 {
+				return fmt.Errorf("host key of %s is unknown: it offered %s %s; refusing to connect (add it to %s once verified out of band)",
+					host, key.Type(), ssh.FingerprintSHA256(key), file)
+			}
+			return fmt.Errorf("host key of %s does not match %s: it offered %s %s; refusing to connect",
+				host, file, key.Type(), ssh.FingerprintSHA256(key))
+		}
+		return err
+	}
+}
+
+// knownAlgorithms returns the host key algorithms known_hosts holds for
+// address, so the server is asked for a key type that can be verified.
+func knownAlgorithms(kh ssh.HostKeyCallback, address string) []string {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil
+	}
+	probe, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil
+	}
+	tcp, err := net.ResolveTCPAddr("tcp", address)
+	if err != nil {
+		tcp = &net.TCPAddr{}
+	}
+	var ke *knownhosts.KeyError
+	if !errors.As(kh(address, tcp, probe), &ke) {
+		return nil
+	}
+	var algos []string
+	for _, k := range ke.Want {
+		switch t := k.Key.Type(); t {
+		case ssh.KeyAlgoRSA:
+			algos = append(algos, ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA)
+		default:
+			algos = append(algos, t)
+		}
+	}
+	return algos
+}
+
+// conn returns the live connection, connecting when there is none and the
+// reconnect backoff allows.
+func (s *Source) conn(ctx context.Context) (*sftp.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client != nil {
+		return s.client, nil
+	}
+	if wait := time.Until(s.retryAt); wait > 0 {
+		return nil, fmt.Errorf("sftp %s: reconnecting in %s after %d failures", s.cfg.Address, wait.Round(time.Millisecond), s.failures)
+	}
+	client, err := s.dial(ctx)
+	if err != nil {
+		s.failures++
+		s.retryAt = time.Now().Add(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, s.failures))
+		return nil, err
+	}
+	s.failures, s.retryAt = 0, time.Time{}
+	return client, nil
+}
+
+// backoff is exponential with full jitter.
+func backoff(base, limit time.Duration, failures int) time.Duration {
+	d := base << min(failures-1, 30)
+	if d <= 0 || d > limit {
+		d = limit
+	}
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(d)+1))
+	if err != nil {
+		return d
+	}
+	return time.Duration(n.Int64())
+}
+
+func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
+	d := net.Dialer{Timeout: s.cfg.Timeout}
+	nc, err := d.DialContext(ctx, "tcp", s.cfg.Address)
+	if err != nil {
+		return nil, fmt.Errorf("sftp %s: %w", s.cfg.Address, err)
+	}
+	nc.SetDeadline(time.Now().Add(s.cfg.Timeout))
+	cc, chans, reqs, err := ssh.NewClientConn(nc, s.cfg.Address, &ssh.ClientConfig{
+		User: s.cfg.User, Auth: []ssh.AuthMethod{s.auth}, HostKeyCallback: s.hostKeys,
+		HostKeyAlgorithms: s.algos, Timeout: s.cfg.Timeout,
+	})
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("sftp %s@%s: %w", s.cfg.User, s.cfg.Address, err)
+	}
+	nc.SetDeadline(time.Time{})
+	sc := ssh.NewClient(cc, chans, reqs)
+	client, err := sftp.NewClient(sc, sftp.UseConcurrentReads(true), sftp.MaxConcurrentRequestsPerFile(64))
+	if err != nil {
+		sc.Close()
+		return nil, fmt.Errorf("sftp %s: start sftp: %w", s.cfg.Address, err)
+	}
+	s.ssh, s.client = sc, client
+	s.stop = make(chan struct{})
+	go s.keepalive(sc, s.stop)
+	return client, nil
+}
+
+// keepalive sends keepalive requests; a request unanswered within the
+// timeout closes the connection, which fails the calls in flight.
+func (s *Source) keepalive(sc *ssh.Client, stop chan struct{}) {
+	t := time.NewTicker(s.cfg.Keepalive)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := sc.SendRequest("keepalive@openssh.com", true, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				continue
+			}
+		case <-time.After(s.cfg.Timeout):
+		case <-stop:
+			return
+		}
+		s.drop(sc)
+		return
+	}
+}
+
+// drop closes the connection sc if it is still the current one, so the
+// next call reconnects.
+func (s *Source) drop(sc *ssh.Client) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ssh != sc || sc == nil {
+		return
+	}
+	s.closeLocked()
+}
+
+func (s *Source) closeLocked() {
+	if s.stop != nil {
+		close(s.stop)
+		s.stop = nil
+	}
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.ssh != nil {
+		s.ssh.Close()
+	}
+	s.client, s.ssh = nil, nil
+}
+
+// failed drops the connection when err shows it is broken.
+func (s *Source) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sftp.StatusError
+	if errors.As(err, &se) || errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrExist) || errors.Is(err, os.ErrPermission) {
+		return err // the server answered: the connection is fine
+	}
+	s.mu.Lock()
+	s.closeLocked()
+	s.mu.Unlock()
+	return err
+}
+
+// List implements poller.Source.
+func (s *Source) List(ctx context.Context, dir string) ([]poller.Entry, error) {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := c.ReadDirContext(ctx, dir)
+	if err != nil {
+		return nil, s.failed(err)
+	}
+	out := make([]poller.Entry, 0, len(infos))
+	for _, fi := range infos {
+		if fi.Mode().IsRegular() {
+			out = append(out, poller.Entry{Name: fi.Name(), Path: path.Join(dir, fi.Name()), Size: fi.Size(), MTime: fi.ModTime()})
+		}
+	}
+	return out, nil
+}
+
+// Open implements poller.Source.
+func (s *Source) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.Open(p)
+	if err != nil {
+		return nil, s.failed(err)
+	}
+	return &file{File: f, s: s}, nil
+}
+
+// file drops the connection when a read fails below the SFTP layer.
+type file struct {
+	*sftp.File
+	s *Source
+}
+
+func (f *file) WriteTo(w io.Writer) (int64, error) {
+	n, err := f.File.WriteTo(w)
+	return n, f.s.failed(err)
+}
+
+// Remove implements poller.Source.
+func (s *Source) Remove(ctx context.Context, p string) error {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	return s.failed(c.Remove(p))
+}
+
+// Rename implements poller.Source. SFTP's rename (version 3, as OpenSSH
+// serves it) fails when the target exists; a stat first makes the error
+// os.ErrExist on every server.
+func (s *Source) Rename(ctx context.Context, from, to string) error {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Lstat(to); err == nil {
+		return fmt.Errorf("rename %s: %w", to, os.ErrExist)
+	}
+	return s.failed(c.Rename(from, to))
+}
+
+// MkdirAll implements poller.Source.
+func (s *Source) MkdirAll(ctx context.Context, dir string) error {
+	c, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	return s.failed(c.MkdirAll(dir))
+}
+
+// Close implements poller.Source.
+func (s *Source) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLocked()
+	return nil
+}

@@ -1,0 +1,90 @@
+package sftp
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/source/sourcetest"
+	"github.com/ediwatch/ediwatch/internal/testenv"
+)
+
+// openSSH returns a source on the test command's OpenSSH sshd and a drop
+// factory: directories under its SFTP start directory, private to a test.
+func openSSH(t *testing.T) (*Source, func(t *testing.T) sourcetest.Drop) {
+	sshd := testenv.OpenSSH(t)
+	src, err := New(Config{Address: sshd.Addr, User: sshd.User, PrivateKeyFile: sshd.KeyFile,
+		KnownHostsFile: sshd.KnownHosts, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	return src, func(t *testing.T) sourcetest.Drop {
+		d, err := os.MkdirTemp(sshd.Drop, "suite-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(d, 0o777)
+		t.Cleanup(func() { os.RemoveAll(d) })
+		// No chroot: the server sees the drop at the same path.
+		return sourcetest.Drop{Local: d, Remote: d}
+	}
+}
+
+func TestSourceSuiteOnOpenSSH(t *testing.T) {
+	src, drops := openSSH(t)
+	sourcetest.Run(t, src, drops)
+}
+
+func TestUnknownHostKeyIsRefused(t *testing.T) {
+	sshd := testenv.OpenSSH(t)
+	empty := filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(empty, nil, 0o600)
+	src, err := New(Config{Address: sshd.Addr, User: sshd.User, PrivateKeyFile: sshd.KeyFile, KnownHostsFile: empty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	_, err = src.List(context.Background(), sshd.Drop)
+	if err == nil || !strings.Contains(err.Error(), "host key of "+sshd.Addr+" is unknown") ||
+		!strings.Contains(err.Error(), "ssh-ed25519 SHA256:") {
+		t.Fatalf("err = %v", err)
+	}
+	// A changed key: known_hosts holds another key for the host.
+	other := filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(other, []byte("["+strings.Replace(sshd.Addr, ":", "]:", 1)+
+		" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPmWQsZC1H4j4bSF4nZzj0M3QWkJbl9YfTnXg1HgkG2j\n"), 0o600)
+	src2, err := New(Config{Address: sshd.Addr, User: sshd.User, PrivateKeyFile: sshd.KeyFile, KnownHostsFile: other})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Close()
+	if _, err := src2.List(context.Background(), sshd.Drop); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Errorf("changed key: %v", err)
+	}
+}
+
+func TestWrongUserKeyIsAClearError(t *testing.T) {
+	sshd := testenv.OpenSSH(t)
+	key := filepath.Join(t.TempDir(), "id")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	src, err := New(Config{Address: sshd.Addr, User: sshd.User, PrivateKeyFile: key, KnownHostsFile: sshd.KnownHosts,
+		BackoffBase: time.Millisecond, BackoffMax: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for i := 0; i < 2; i++ {
+		_, err = src.List(context.Background(), sshd.Drop)
+		if err == nil || !strings.Contains(err.Error(), "unable to authenticate") || !strings.Contains(err.Error(), sshd.User+"@"+sshd.Addr) {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

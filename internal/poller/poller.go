@@ -410,7 +410,14 @@ func (p *Poller) download(ctx context.Context, e Entry) (*os.File, string, int64
 		return nil, "", 0, fmt.Errorf("spool: %w", err)
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(spool, h), io.LimitReader(rc, p.cfg.MaxFileSize+1))
+	// io.Copy hands the writer to the source's WriteTo, so an SFTP file is
+	// fetched with concurrent reads; the cap stops a file that outgrew
+	// max_file_size since its listing.
+	w := &capWriter{w: io.MultiWriter(spool, h), left: p.cfg.MaxFileSize + 1}
+	n, err := io.Copy(w, rc)
+	if errors.Is(err, errTooLarge) {
+		err = nil // n differs from the listed size: not stable
+	}
 	if err == nil {
 		_, err = spool.Seek(0, io.SeekStart)
 	}
@@ -419,6 +426,25 @@ func (p *Poller) download(ctx context.Context, e Entry) (*os.File, string, int64
 		return nil, "", 0, err
 	}
 	return spool, hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+var errTooLarge = errors.New("file outgrew max_file_size")
+
+// capWriter writes at most left bytes, then fails.
+type capWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *capWriter) Write(b []byte) (int, error) {
+	if int64(len(b)) > c.left {
+		n, _ := c.w.Write(b[:c.left])
+		c.left = 0
+		return n, errTooLarge
+	}
+	n, err := c.w.Write(b)
+	c.left -= int64(n)
+	return n, err
 }
 
 // fail records a failed attempt: retried on later polls with backoff, or,

@@ -286,9 +286,14 @@ func (s *Source) failed(err error) error {
 	if err == nil {
 		return nil
 	}
+	// pkg/sftp reports a lost connection as an SFTP status; every other
+	// status, and not-found, exists and permission errors, are answers
+	// from a working server.
+	lost := errors.Is(err, sftp.ErrSSHFxConnectionLost) || errors.Is(err, sftp.ErrSSHFxNoConnection)
 	var se *sftp.StatusError
-	if errors.As(err, &se) || errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrExist) || errors.Is(err, os.ErrPermission) {
-		return err // the server answered: the connection is fine
+	if !lost && (errors.As(err, &se) || errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrExist) ||
+		errors.Is(err, os.ErrPermission)) {
+		return err
 	}
 	s.mu.Lock()
 	s.closeLocked()
@@ -332,6 +337,14 @@ func (s *Source) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 type file struct {
 	*sftp.File
 	s *Source
+}
+
+func (f *file) Read(b []byte) (int, error) {
+	n, err := f.File.Read(b)
+	if err != nil && err != io.EOF {
+		err = f.s.failed(err)
+	}
+	return n, err
 }
 
 func (f *file) WriteTo(w io.Writer) (int64, error) {

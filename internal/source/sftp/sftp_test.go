@@ -9,7 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+
+	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/source/sourcetest"
+	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 )
 
@@ -80,11 +89,31 @@ func TestWrongUserKeyIsAClearError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
+	// Through the poller: each poll reports the error and counts it; the
+	// poller keeps polling.
+	m := metrics.New(prometheus.NewRegistry())
+	p := poller.New(poller.Config{Name: "acme", Directories: []string{sshd.Drop}, PollInterval: time.Second},
+		src, newSQLiteStore(t), ingest.Options{Routes: storetest.Routes}, zap.NewNop(), m)
 	for i := 0; i < 2; i++ {
-		_, err = src.List(context.Background(), sshd.Drop)
+		_, err = p.PollOnce(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "unable to authenticate") || !strings.Contains(err.Error(), sshd.User+"@"+sshd.Addr) {
-			t.Fatalf("attempt %d: %v", i, err)
+			t.Fatalf("poll %d: %v", i, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	if got := testutil.ToFloat64(m.PollErrors.WithLabelValues("acme", "list")); got != 2 {
+		t.Errorf("poll errors counted: %v", got)
+	}
+}
+
+func newSQLiteStore(t *testing.T) *sqlite.Store {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

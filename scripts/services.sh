@@ -1,0 +1,142 @@
+# Shared by scripts/test.sh and bench/*: installs what is missing and starts
+# a throwaway PostgreSQL and OpenSSH sshd on free loopback ports in a
+# temporary directory, exporting their coordinates (EDIWATCH_TEST_*), and
+# stops them on exit. Source it from bash after setting PG_FSYNC (on|off).
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+
+as_root() {
+	if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+apt_updated=
+apt_install() {
+	if [ -z "$apt_updated" ]; then
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+		apt_updated=1
+	fi
+	# Package scripts must not start the system's own services.
+	local policy=/usr/sbin/policy-rc.d created=
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+		as_root chmod +x "$policy"
+		created=1
+	fi
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+	[ -z "$created" ] || as_root rm -f "$policy"
+}
+
+pg_bin=
+find_pg() {
+	local d
+	for d in /usr/lib/postgresql/*/bin; do
+		[ -x "$d/initdb" ] && pg_bin=$d
+	done
+	[ -n "$pg_bin" ]
+}
+
+find_pg || { log "installing postgresql"; apt_install postgresql; find_pg; }
+[ -x /usr/sbin/sshd ] || { log "installing openssh-server"; apt_install openssh-server; }
+
+# promtool, from Debian's prometheus package, unpacked without installing
+# the service.
+promtool=$(command -v promtool || true)
+if [ -z "$promtool" ]; then
+	cache="${XDG_CACHE_HOME:-$HOME/.cache}/ediwatch/prometheus"
+	if [ ! -x "$cache/usr/bin/promtool" ]; then
+		log "fetching promtool (Debian package prometheus)"
+		[ -n "$apt_updated" ] || { as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq; apt_updated=1; }
+		mkdir -p "$cache"
+		(cd "$cache" && apt-get download -qq -o APT::Sandbox::User=root prometheus >/dev/null && dpkg-deb -x prometheus_*.deb . && rm -f prometheus_*.deb)
+	fi
+	promtool="$cache/usr/bin/promtool"
+fi
+export EDIWATCH_PROMTOOL="$promtool"
+
+free_port() {
+	local p
+	for p in $(shuf -i 20000-60000 -n 50); do
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+	log "no free port found"
+	return 1
+}
+
+tmp=$(mktemp -d /tmp/ediwatch-test.XXXXXX)
+chmod 755 "$tmp"
+pg_started= sshd_pid=
+cleanup() {
+	local rc=$?
+	if [ -n "$pg_started" ]; then
+		runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -m immediate stop >/dev/null 2>&1 || true
+	fi
+	if [ -n "$sshd_pid" ]; then
+		kill "$sshd_pid" 2>/dev/null || true
+		wait "$sshd_pid" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# PostgreSQL refuses to run as root: its directory belongs to postgres.
+pg_port=$(free_port)
+mkdir -p "$tmp/pg" "$tmp/pgsock"
+chown postgres: "$tmp/pg" "$tmp/pgsock"
+runuser -u postgres -- "$pg_bin/initdb" -D "$tmp/pg" --no-sync -A trust -U postgres -E UTF8 >"$tmp/initdb.log" 2>&1 ||
+	{ cat "$tmp/initdb.log" >&2; exit 1; }
+runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -l "$tmp/pgsock/pg.log" -w -t 30 start \
+	-o "-c listen_addresses=127.0.0.1 -p $pg_port -k $tmp/pgsock -c max_connections=300 -c fsync=${PG_FSYNC:-on}" >/dev/null ||
+	{ cat "$tmp/pgsock/pg.log" >&2; exit 1; }
+pg_started=1
+export EDIWATCH_TEST_POSTGRES="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
+log "postgres on 127.0.0.1:$pg_port"
+
+# OpenSSH sshd serving SFTP to a dedicated user, key-only, with its own
+# host key; the system sshd is not touched.
+sftp_user=ediwatch-sftp
+if ! getent passwd "$sftp_user" >/dev/null; then
+	useradd --system --no-create-home --home-dir /nonexistent --shell /bin/sh "$sftp_user"
+fi
+usermod -p '*' "$sftp_user" # not locked (sshd refuses locked accounts), no password
+ssh_port=$(free_port)
+mkdir -p "$tmp/ssh" "$tmp/drop" /run/sshd
+ssh-keygen -q -t ed25519 -N '' -C ediwatch-test-host -f "$tmp/ssh/host_ed25519"
+ssh-keygen -q -t ed25519 -N '' -C ediwatch-test-client -f "$tmp/ssh/client_ed25519"
+cp "$tmp/ssh/client_ed25519.pub" "$tmp/ssh/authorized_keys"
+printf '[127.0.0.1]:%s %s\n' "$ssh_port" "$(cut -d' ' -f1,2 "$tmp/ssh/host_ed25519.pub")" >"$tmp/ssh/known_hosts"
+chown "$sftp_user" "$tmp/drop"
+chmod 777 "$tmp/drop"
+cat >"$tmp/ssh/sshd_config" <<CONF
+Port $ssh_port
+ListenAddress 127.0.0.1
+HostKey $tmp/ssh/host_ed25519
+PidFile $tmp/ssh/sshd.pid
+AuthorizedKeysFile $tmp/ssh/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowUsers $sftp_user
+MaxStartups 100:30:200
+MaxSessions 100
+Subsystem sftp internal-sftp
+ForceCommand internal-sftp -d $tmp/drop
+CONF
+/usr/sbin/sshd -D -e -f "$tmp/ssh/sshd_config" 2>"$tmp/sshd.log" &
+sshd_pid=$!
+for _ in $(seq 50); do
+	(exec 3<>"/dev/tcp/127.0.0.1/$ssh_port") 2>/dev/null && break
+	sleep 0.1
+done
+export EDIWATCH_TEST_SSHD_ADDR="127.0.0.1:$ssh_port"
+export EDIWATCH_TEST_SSHD_USER="$sftp_user"
+export EDIWATCH_TEST_SSHD_KEY="$tmp/ssh/client_ed25519"
+export EDIWATCH_TEST_SSHD_KNOWN_HOSTS="$tmp/ssh/known_hosts"
+export EDIWATCH_TEST_SSHD_DROP="$tmp/drop"
+log "sshd on 127.0.0.1:$ssh_port (drop $tmp/drop)"
+

@@ -17,6 +17,11 @@ type Metrics struct {
 	Sets            *prometheus.CounterVec   // outcome
 	Unbalanced      prometheus.Counter
 	PostProcessed   *prometheus.CounterVec // source, action
+
+	Deliveries      *prometheus.CounterVec   // sink, outcome
+	DeliveryLatency *prometheus.HistogramVec // sink
+	BreakerState    *prometheus.GaugeVec     // sink: 0 closed, 1 half-open, 2 open
+	LeaseLost       prometheus.Counter
 }
 
 // New creates the metrics and registers them on reg.
@@ -45,6 +50,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		PostProcessed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_files_post_processed_total",
 			Help: "Files deleted or moved after ingest."}, []string{"source", "action"}),
 	}
+	m.Deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_deliveries_total",
+		Help: "Delivery attempts, by sink and outcome (delivered, retry, dead, snoozed)."}, []string{"sink", "outcome"})
+	m.DeliveryLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ediwatch_delivery_duration_seconds",
+		Help: "Duration of one delivery attempt.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"sink"})
+	m.BreakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_circuit_breaker_state",
+		Help: "Circuit breaker state per sink: 0 closed, 1 half-open, 2 open."}, []string{"sink"})
+	m.LeaseLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "ediwatch_outbox_lease_lost_total",
+		Help: "Outbox transitions refused because the row's lease had passed to another relay."})
+	reg.MustRegister(m.Deliveries, m.DeliveryLatency, m.BreakerState, m.LeaseLost)
 	reg.MustRegister(m.FilesListed, m.FilesDownloaded, m.FilesSkipped, m.FilesFailed, m.BytesDownloaded,
 		m.PollDuration, m.PollErrors, m.Sets, m.Unbalanced, m.PostProcessed)
 	return m

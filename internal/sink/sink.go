@@ -1,0 +1,259 @@
+// Package sink delivers outbox rows to HTTP endpoints under ediwatch's
+// delivery contract: a CloudEvents 1.0 JSON body (or the raw X12 of an
+// acknowledgment), an Idempotency-Key that is the effect key on every
+// attempt, Standard Webhooks signatures, traceparent and X-Correlation-ID.
+// 2xx and 409 are delivered; 408, 425, 429, 5xx and network errors are
+// retried; any other status is dead.
+package sink
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/store"
+)
+
+// Outcome is what a delivery attempt decided.
+type Outcome int
+
+const (
+	Delivered Outcome = iota + 1
+	Retry
+	Dead
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Delivered:
+		return "delivered"
+	case Retry:
+		return "retry"
+	case Dead:
+		return "dead"
+	}
+	return "unknown"
+}
+
+// Result is the outcome of one attempt.
+type Result struct {
+	Outcome Outcome
+	Status  int // HTTP status, 0 when none came back
+	// RetryAfter is what the receiver asked for (Retry-After), 0 if nothing.
+	RetryAfter time.Duration
+	// Err describes a failure: the status and a bounded excerpt of the
+	// body, or the network error. Never the request body.
+	Err string
+}
+
+// Config configures an HTTP sink.
+type Config struct {
+	Name string
+	URL  string
+	// Secrets are Standard Webhooks secrets ("whsec_<base64>"); every one
+	// signs, so a receiver can rotate.
+	Secrets []string
+	Timeout time.Duration
+	// Raw sends acknowledgments as application/edi-x12 instead of JSON.
+	Raw bool
+	// Headers are static headers (e.g. authorization), values from files.
+	Headers map[string]string
+	// Client is the HTTP client (default: TLS verified with the system
+	// roots, no redirects followed).
+	Client *http.Client
+}
+
+// HTTP is a sink. It is safe for concurrent use.
+type HTTP struct {
+	cfg  Config
+	keys [][]byte
+}
+
+// New checks the configuration and decodes the secrets.
+func New(cfg Config) (*HTTP, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	h := &HTTP{cfg: cfg}
+	for i, s := range cfg.Secrets {
+		b64, ok := strings.CutPrefix(strings.TrimSpace(s), "whsec_")
+		if !ok {
+			return nil, fmt.Errorf("sink %s: secret %d is not of the form whsec_<base64>", cfg.Name, i+1)
+		}
+		key, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil || len(key) == 0 {
+			return nil, fmt.Errorf("sink %s: secret %d: invalid base64", cfg.Name, i+1)
+		}
+		h.keys = append(h.keys, key)
+	}
+	return h, nil
+}
+
+// SecretsFromFile reads Standard Webhooks secrets, one per line.
+func SecretsFromFile(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	return out, nil
+}
+
+// event is a CloudEvents 1.0 envelope in JSON.
+type event struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	Time            string          `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	Subject         string          `json:"subject,omitempty"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// Body returns the request body and content type for a row.
+func (h *HTTP) Body(row store.OutboxRow) ([]byte, string, error) {
+	if h.cfg.Raw && strings.HasPrefix(row.Kind, "ack.") {
+		var a struct {
+			X12 string `json:"x12"`
+		}
+		if err := json.Unmarshal(row.Payload, &a); err != nil {
+			return nil, "", fmt.Errorf("ack payload: %w", err)
+		}
+		return []byte(a.X12), "application/edi-x12", nil
+	}
+	b, err := json.Marshal(event{SpecVersion: "1.0", ID: row.EffectKey, Source: "ediwatch", Type: "ediwatch." + row.Kind,
+		Time: row.CreatedAt.UTC().Format(time.RFC3339Nano), DataContentType: "application/json", Data: row.Payload})
+	return b, "application/cloudevents+json", err
+}
+
+// Sign returns the webhook-signature header value for id, timestamp and
+// body: "v1,<base64 HMAC-SHA256>" per secret, space-separated.
+func (h *HTTP) Sign(id string, ts int64, body []byte) string {
+	var sigs []string
+	for _, k := range h.keys {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(id + "." + strconv.FormatInt(ts, 10) + "."))
+		m.Write(body)
+		sigs = append(sigs, "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	}
+	return strings.Join(sigs, " ")
+}
+
+// traceparent carries the file's trace: the trace id derives from the
+// correlation id, so every effect of one file shares it; the span is per
+// attempt.
+func traceparent(correlation string) string {
+	sum := sha256.Sum256([]byte(correlation))
+	var span [8]byte
+	rand.Read(span[:])
+	return "00-" + hex.EncodeToString(sum[:16]) + "-" + hex.EncodeToString(span[:]) + "-01"
+}
+
+const excerptLen = 256
+
+// Deliver makes one attempt at row. It never returns the request body or
+// the row's payload in Result.
+func (h *HTTP) Deliver(ctx context.Context, row store.OutboxRow, now time.Time) Result {
+	body, ctype, err := h.Body(row)
+	if err != nil {
+		return Result{Outcome: Dead, Err: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return Result{Outcome: Dead, Err: err.Error()}
+	}
+	req.Header.Set("Content-Type", ctype)
+	req.Header.Set("Idempotency-Key", row.EffectKey)
+	req.Header.Set("X-Correlation-ID", row.CorrelationID)
+	req.Header.Set("traceparent", traceparent(row.CorrelationID))
+	req.Header.Set("User-Agent", "ediwatch")
+	if len(h.keys) > 0 {
+		ts := now.Unix()
+		req.Header.Set("webhook-id", row.EffectKey)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+		req.Header.Set("webhook-signature", h.Sign(row.EffectKey, ts, body))
+	}
+	for k, v := range h.cfg.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		return Result{Outcome: Retry, Err: redactURL(err.Error(), h.cfg.URL)}
+	}
+	defer resp.Body.Close()
+	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, excerptLen))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	return Classify(resp.StatusCode, resp.Header.Get("Retry-After"), excerpt, now)
+}
+
+// Classify maps a response to an outcome under the delivery contract.
+func Classify(status int, retryAfter string, excerpt []byte, now time.Time) Result {
+	r := Result{Status: status}
+	switch {
+	case status >= 200 && status < 300 || status == http.StatusConflict:
+		r.Outcome = Delivered
+		return r
+	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests || status >= 500:
+		r.Outcome = Retry
+		r.RetryAfter = parseRetryAfter(retryAfter, now)
+	default:
+		r.Outcome = Dead
+	}
+	r.Err = fmt.Sprintf("HTTP %d: %s", status, printable(excerpt))
+	return r
+}
+
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+func printable(b []byte) string {
+	s := strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, string(b))
+	return strings.TrimSpace(s)
+}
+
+// redactURL keeps a sink URL's userinfo and query out of an error.
+func redactURL(msg, url string) string {
+	if i := strings.IndexAny(url, "?"); i >= 0 {
+		msg = strings.ReplaceAll(msg, url[i:], "?[redacted]")
+	}
+	return msg
+}

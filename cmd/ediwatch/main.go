@@ -9,9 +9,12 @@ import (
 	"syscall"
 )
 
-func main() {
+func main() { os.Exit(realMain()) }
+
+// realMain is main with its exit code: SIGINT and SIGTERM cancel the
+// command's context, which stops it cleanly.
+func realMain() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(exitCode(err, os.Stderr))
+	defer stop()
+	return exitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr)
 }

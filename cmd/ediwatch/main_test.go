@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"testing"
 )
@@ -11,7 +10,7 @@ import (
 // building another binary.
 func TestMain(m *testing.M) {
 	if os.Getenv("EDIWATCH_TEST_MAIN") == "1" {
-		os.Exit(exitCode(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+		os.Exit(realMain())
 	}
 	os.Exit(m.Run())
 }

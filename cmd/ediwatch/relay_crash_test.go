@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/testenv"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+// dedupReceiver records requests and effects: one effect per
+// Idempotency-Key, however often it is delivered. It flags a key delivered
+// while an earlier request for it is still in flight.
+type dedupReceiver struct {
+	mu         sync.Mutex
+	requests   map[string]int
+	effects    map[string]bool
+	inflight   map[string]int
+	concurrent []string
+	onRequest  func(n int) // called with the request count before answering
+	total      int
+}
+
+func (d *dedupReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	io.Copy(io.Discard, r.Body)
+	d.mu.Lock()
+	d.total++
+	n := d.total
+	d.requests[key]++
+	d.inflight[key]++
+	if d.inflight[key] > 1 {
+		d.concurrent = append(d.concurrent, key)
+	}
+	d.effects[key] = true
+	hook := d.onRequest
+	d.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	time.Sleep(2 * time.Millisecond)
+	d.mu.Lock()
+	d.inflight[key]--
+	d.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func newDedup() *dedupReceiver {
+	return &dedupReceiver{requests: map[string]int{}, effects: map[string]bool{}, inflight: map[string]int{}}
+}
+
+func pgSchemaConfig(t *testing.T, receiverURL, extra string) (string, func() *pgx.Conn) {
+	url := testenv.PostgresURL(t)
+	schema := fmt.Sprintf("run_%d", time.Now().UnixNano())
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Exec(ctx, "CREATE SCHEMA "+schema)
+	conn.Close(ctx)
+	t.Cleanup(func() {
+		if c, err := pgx.Connect(context.Background(), url); err == nil {
+			c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(context.Background())
+		}
+	})
+	path := filepath.Join(t.TempDir(), "ediwatch.yaml")
+	body := fmt.Sprintf(`store: {driver: postgres, dsn: %q}
+sinks:
+  ledger: {url: %q, timeout: 5s}
+  acks: {url: %q, timeout: 5s}
+routes: {payment.posted: ledger, claim.received: ledger, ack.999: acks, ack.ta1: acks}
+http: {listen: "127.0.0.1:0"}
+log: {level: debug}
+%s`, url+"&search_path="+schema, receiverURL, receiverURL, extra)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, func() *pgx.Conn {
+		c, err := pgx.Connect(context.Background(), url+"&search_path="+schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+}
+
+func outboxStatus(t *testing.T, connect func() *pgx.Conn) map[string]int {
+	c := connect()
+	defer c.Close(context.Background())
+	rows, err := c.Query(context.Background(), "SELECT status, count(*) FROM outbox GROUP BY status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		rows.Scan(&s, &n)
+		out[s] = n
+	}
+	return out
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b.Bytes())
+}
+
+func (s *syncBuffer) String() string { return string(s.Bytes()) }
+
+func startDaemon(t *testing.T, cfg string) (*exec.Cmd, *syncBuffer) {
+	cmd := command(t, "run", "--config", cfg)
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, logs
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestRelayKilledAfterTheReceiverAnswered: the daemon is SIGKILLed while
+// the receiver handles its first request (it answers 200 into a dead
+// connection). After a restart the row is delivered again with the same
+// Idempotency-Key; a receiver that dedupes by it records one effect.
+func TestRelayKilledAfterTheReceiverAnswered(t *testing.T) {
+	rec := newDedup()
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	cfg, connect := pgSchemaConfig(t, srv.URL, "relay: {lease: 2s, workers: 1}")
+	if out, err := command(t, "ingest", "--config", cfg, fixture("835_canonical.x12")).CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v: %s", err, out)
+	}
+	first, _ := startDaemon(t, cfg)
+	killed := make(chan struct{})
+	rec.mu.Lock()
+	rec.onRequest = func(n int) {
+		if n == 1 {
+			first.Process.Kill() // SIGKILL: no chance to record the delivery
+			first.Wait()
+			close(killed)
+		}
+	}
+	rec.mu.Unlock()
+	select {
+	case <-killed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no delivery attempt")
+	}
+	rec.mu.Lock()
+	rec.onRequest = nil
+	rec.mu.Unlock()
+	if st := outboxStatus(t, connect); st["delivered"] == 2 {
+		t.Fatalf("a row was recorded delivered by a killed process: %v", st)
+	}
+	startDaemon(t, cfg)
+	waitFor(t, "delivery after restart", 30*time.Second, func() bool { return outboxStatus(t, connect)["delivered"] == 2 })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.effects) != 2 {
+		t.Errorf("receiver effects %v: one payment and one 999", rec.effects)
+	}
+	again := 0
+	for key, n := range rec.requests {
+		if n > 1 {
+			again++
+			t.Logf("%s delivered %d times with one Idempotency-Key", key, n)
+		}
+	}
+	if again != 1 {
+		t.Errorf("requests per key %v: the interrupted row must be delivered again", rec.requests)
+	}
+}
+
+// TestTwoRelaysNeverShareARow: two daemons deliver 200 payments and their
+// 999s from one database; no row is ever in flight twice, and every row is
+// delivered once.
+func TestTwoRelaysNeverShareARow(t *testing.T) {
+	rec := newDedup()
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	cfg, connect := pgSchemaConfig(t, srv.URL, "relay: {lease: 60s, workers: 4}")
+	dir := t.TempDir()
+	for i := 0; i < 200; i++ {
+		var b bytes.Buffer
+		x12gen.Remit{Control: 3000 + i, Trace: fmt.Sprintf("TWO%d-", i)}.Write(&b)
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.835", i)), b.Bytes(), 0o644)
+	}
+	if out, err := command(t, "ingest", "--config", cfg, dir).CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v: %s", err, out)
+	}
+	startDaemon(t, cfg)
+	startDaemon(t, cfg)
+	waitFor(t, "400 deliveries", 60*time.Second, func() bool { return outboxStatus(t, connect)["delivered"] == 400 })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.concurrent) > 0 {
+		t.Errorf("rows in flight twice at once: %v", rec.concurrent)
+	}
+	for key, n := range rec.requests {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", key, n)
+		}
+	}
+	if len(rec.requests) != 400 {
+		t.Errorf("%d keys delivered", len(rec.requests))
+	}
+}
+
+// TestRunStopsCleanlyOnSIGTERM: the daemon serves health and metrics and
+// exits 0 on SIGTERM.
+func TestRunStopsCleanlyOnSIGTERM(t *testing.T) {
+	rec := newDedup()
+	srv := httptest.NewServer(rec)
+	defer srv.Close()
+	cfg, _ := pgSchemaConfig(t, srv.URL, "")
+	cmd, logs := startDaemon(t, cfg)
+	var addr string
+	waitFor(t, "startup", 20*time.Second, func() bool {
+		for _, line := range bytes.Split(logs.Bytes(), []byte("\n")) {
+			if i := bytes.Index(line, []byte(`"http":"`)); i >= 0 {
+				addr = string(line[i+8 : i+8+bytes.IndexByte(line[i+8:], '"')])
+				return true
+			}
+		}
+		return false
+	})
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := http.Get("http://" + addr + p)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", p, resp, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if p == "/metrics" && !bytes.Contains(body, []byte("ediwatch_circuit_breaker_state")) {
+			t.Errorf("metrics lack ediwatch_circuit_breaker_state")
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit: %v\n%s", err, logs)
+		}
+	case <-time.After(35 * time.Second):
+		t.Fatal("did not stop")
+	}
+	if _, err := config.Load(cfg); err != nil {
+		t.Fatal(err)
+	}
+}

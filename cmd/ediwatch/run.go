@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/relay"
+	"github.com/ediwatch/ediwatch/internal/sink"
+	"github.com/ediwatch/ediwatch/internal/source/local"
+	"github.com/ediwatch/ediwatch/internal/source/sftp"
+	"github.com/ediwatch/ediwatch/internal/store"
+)
+
+// shutdownGrace bounds how long a stop waits for in-flight work.
+const shutdownGrace = 30 * time.Second
+
+func newRunCmd(stderr io.Writer) *cobra.Command {
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "run --config FILE",
+		Short: "Run the daemon: pollers, relay, maintenance and the metrics and health server",
+		Long: `run polls every configured source, ingests what arrives, delivers the outbox to
+the sinks, prunes by retention, and serves /metrics, /healthz and /readyz.
+SIGTERM or SIGINT stops taking new work, lets work in flight finish within 30s,
+leaves anything unfinished to lease expiry, and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cfgPath)
+			if err != nil {
+				return err
+			}
+			log, err := newLogger(cfg.Log.Level, stderr)
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return runDaemon(cmd.Context(), cfg, log, nil)
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "configuration file")
+	return cmd
+}
+
+// newLogger returns a JSON logger at level writing to w.
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core), nil
+}
+
+// daemon holds the running parts, for the demo and tests.
+type daemon struct {
+	store   store.Store
+	relay   *relay.Relay
+	pollers []*poller.Poller
+	reg     *prometheus.Registry
+	addr    net.Addr
+}
+
+// runDaemon runs until ctx is cancelled. ready, when set, is called once
+// everything is started.
+func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready func(*daemon)) error {
+	st, err := openStore(ctx, cfg.Store, true)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	d := &daemon{store: st, reg: reg}
+
+	sinks := map[string]relay.Deliverer{}
+	for name, sc := range cfg.Sinks {
+		s, err := buildSink(name, sc)
+		if err != nil {
+			return err
+		}
+		sinks[name] = s
+	}
+	d.relay = relay.New(relay.Config{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
+		BackoffBase: cfg.Relay.Backoff.Base.D(), BackoffMax: cfg.Relay.Backoff.Max.D(), MaxAge: cfg.Relay.MaxAge.D(),
+		Lease: cfg.Relay.Lease.D()}, st, sinks, log.Named("relay"), m)
+	for _, sc := range cfg.Sources {
+		src, err := buildSource(sc)
+		if err != nil {
+			return fmt.Errorf("sources %s: %w", sc.Name, err)
+		}
+		defer src.Close()
+		d.pollers = append(d.pollers, poller.New(poller.Config{Name: sc.Name, Directories: sc.Directories,
+			Include: sc.Include, Exclude: sc.Exclude, PollInterval: sc.PollInterval.D(), StableFor: sc.StableFor.D(),
+			After: sc.After, MaxFilesPerPoll: sc.MaxFilesPerPoll, MaxFileSize: sc.MaxFileSize,
+			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads}, src, st,
+			ingest.Options{Routes: cfg.Routes, Ack: ackOptions(cfg, sc.Name)}, log.Named("poller"), m))
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http.listen: %w", err)
+	}
+	d.addr = ln.Addr()
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if _, err := st.FileStates(ctx, "readyz", nil); err != nil {
+			http.Error(w, "store unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	g.Go(func() error { return d.relay.Run(gctx) })
+	for _, p := range d.pollers {
+		g.Go(func() error { return p.Run(gctx) })
+	}
+	g.Go(func() error { return maintain(gctx, st, cfg, log.Named("maintenance")) })
+	log.Info("ediwatch started", zap.String("store", cfg.Store.Driver), zap.Int("sources", len(cfg.Sources)),
+		zap.Int("sinks", len(cfg.Sinks)), zap.String("http", d.addr.String()))
+	if ready != nil {
+		ready(d)
+	}
+	err = g.Wait()
+	log.Info("ediwatch stopped", zap.Error(err))
+	return err
+}
+
+func buildSink(name string, sc config.Sink) (*sink.HTTP, error) {
+	var secrets []string
+	if sc.SecretFile != "" {
+		s, err := sink.SecretsFromFile(sc.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("sinks.%s.secret_file: %w", name, err)
+		}
+		secrets = s
+	}
+	headers := map[string]string{}
+	for h, file := range sc.HeaderFiles {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("sinks.%s.header_files.%s: %w", name, h, err)
+		}
+		headers[h] = strings.TrimSpace(string(b))
+	}
+	return sink.New(sink.Config{Name: name, URL: sc.URL, Secrets: secrets, Timeout: sc.Timeout.D(), Raw: sc.Raw, Headers: headers})
+}
+
+func buildSource(sc config.Source) (poller.Source, error) {
+	if sc.Type == "local" {
+		return local.Source{}, nil
+	}
+	return sftp.New(sftp.Config{Address: sc.Address, User: sc.User, PrivateKeyFile: sc.PrivateKeyFile,
+		PassphraseFile: sc.PassphraseFile, PasswordFile: sc.PasswordFile, KnownHostsFile: sc.KnownHostsFile})
+}
+
+// maintain prunes by retention once an hour, on one replica at a time
+// (the maintenance leader lease).
+func maintain(ctx context.Context, st store.Store, cfg config.Config, log *zap.Logger) error {
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s-%d", host, os.Getpid())
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		t.Reset(time.Hour)
+		now := time.Now().UTC()
+		if _, ok, err := st.AcquireLease(ctx, "maintenance", holder, 2*time.Hour, now); err != nil || !ok {
+			continue
+		}
+		n, err := st.Prune(ctx, now.Add(-cfg.Retention.Keys.D()), 1000)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("retention prune failed", zap.Error(err))
+			continue
+		}
+		if n > 0 {
+			log.Info("retention pruned rows", zap.Int("rows", n))
+		}
+	}
+}

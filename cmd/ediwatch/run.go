@@ -151,6 +151,11 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		return srv.Shutdown(sctx)
 	})
 	g.Go(func() error { return d.relay.Run(gctx) })
+	if l, ok := st.(interface {
+		Listen(context.Context, func()) error
+	}); ok {
+		g.Go(func() error { return l.Listen(gctx, d.relay.Wake) })
+	}
 	for _, p := range d.pollers {
 		g.Go(func() error { return p.Run(gctx) })
 	}

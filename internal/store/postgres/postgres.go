@@ -300,6 +300,10 @@ func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastEr
 	in.batch.Queue(ledgerSQL, f.Source, f.Path, f.Size, f.MTime, f.SHA256, string(status), lastError, sets,
 		f.CorrelationID, f.Now)
 	in.queued = append(in.queued, queued{kind: "exec", key: "ledger"})
+	// Relays listening are woken when the transaction commits (a NOTIFY
+	// in a transaction is delivered at commit, never on rollback).
+	in.batch.Queue("SELECT pg_notify($1, '')", NotifyChannel)
+	in.queued = append(in.queued, queued{kind: "exec", key: "notify"})
 	if f.FailBeforeCommit != nil {
 		// Every write is queued; this fails the transaction before commit.
 		in.batch.Queue("SELECT 1/0")
@@ -374,6 +378,49 @@ func collect(rows pgx.Rows) ([]store.OutboxRow, error) {
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// NotifyChannel is the channel an ingest notifies when it commits.
+const NotifyChannel = "ediwatch_outbox"
+
+// Listen calls wake whenever an ingest commits, until ctx is cancelled. It
+// holds one connection, and reconnects with backoff when it drops; a wake
+// is sent after each reconnect, since notifications may have been missed.
+func (s *Store) Listen(ctx context.Context, wake func()) error {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx, wake)
+		if ctx.Err() != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+		_ = err
+	}
+	return nil
+}
+
+func (s *Store) listenOnce(ctx context.Context, wake func()) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+NotifyChannel)
+	wake()
+	for {
+		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+			return err
+		}
+		wake()
+	}
 }
 
 // Claim implements store.Outbox.

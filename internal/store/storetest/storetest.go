@@ -50,6 +50,14 @@ func Ingest(t testing.TB, s store.Store, path string, data []byte) (*ingest.Resu
 		SHA256: "sha-" + path, CorrelationID: corr, Now: t0}, bytes.NewReader(data))
 }
 
+// IngestNow is Ingest stamped with the current time, so its rows are due
+// for a relay running on the real clock.
+func IngestNow(t testing.TB, s store.Store, path string, data []byte) (*ingest.Result, error) {
+	return ingest.File(context.Background(), ingest.Options{Store: s, Routes: Routes}, store.FileInfo{Source: "test",
+		Path: path, Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path, CorrelationID: store.NewCorrelationID(),
+		Now: time.Now().UTC()}, bytes.NewReader(data))
+}
+
 func mustIngest(t *testing.T, s store.Store, path string, data []byte) *ingest.Result {
 	t.Helper()
 	r, err := Ingest(t, s, path, data)

@@ -1,0 +1,67 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/relay"
+	"github.com/ediwatch/ediwatch/internal/sink"
+	"github.com/ediwatch/ediwatch/internal/store/postgres"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/testenv"
+)
+
+// TestNotifyWakesTheRelay: with a one-minute idle poll, only LISTEN/NOTIFY
+// can wake the relay; an ingest is delivered within a second of commit.
+func TestNotifyWakesTheRelay(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := fmt.Sprintf("notify_%d", time.Now().UnixNano())
+	st, err := postgres.Open(ctx, testenv.PostgresURL(t), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{}, 2)
+	defer func() {
+		cancel() // the listener and relay let go of their connections
+		<-stopped
+		<-stopped
+		st.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		st.Close()
+	}()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	delivered := make(chan time.Time, 4)
+	rc := newReceiver(t, func(int) (int, http.Header) {
+		delivered <- time.Now()
+		return 200, nil
+	})
+	s, _ := sink.New(sink.Config{Name: "ledger", URL: rc.URL})
+	r := relay.New(relay.Config{Workers: 2, Idle: time.Minute}, st,
+		map[string]relay.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	go func() { r.Run(ctx); stopped <- struct{}{} }()
+	go func() { st.Listen(ctx, r.Wake); stopped <- struct{}{} }()
+	time.Sleep(300 * time.Millisecond) // both workers idle, the listener up
+	if _, err := storetest.IngestNow(t, st, "n.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	select {
+	case at := <-delivered:
+		t.Logf("commit to POST: %s", at.Sub(committed))
+		if at.Sub(committed) > time.Second {
+			t.Errorf("delivered %s after commit", at.Sub(committed))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not delivered: the notification did not wake the relay")
+	}
+}

@@ -72,6 +72,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newInspectCmd(stdout, stderr), newAckCmd(stdout, stderr), newMigrateCmd(stdout),
-		newIngestCmd(stdout, stderr), newDLQCmd(stdout), newRunCmd(stderr))
+		newIngestCmd(stdout, stderr), newDLQCmd(stdout), newRunCmd(stderr),
+		newDemoCmd(stdout, stderr))
 	return root
 }

@@ -176,40 +176,39 @@ func Default() Config {
 	}
 }
 
-func sourceDefaults(s *Source) {
-	if s.Type == "" {
-		s.Type = "sftp"
-	}
-	if len(s.Include) == 0 {
-		s.Include = []string{"*"}
-	}
-	if s.PollInterval == 0 {
-		s.PollInterval = Duration(time.Minute)
-	}
-	if s.StableFor == 0 {
-		s.StableFor = Duration(30 * time.Second)
-	}
-	if s.After == "" {
-		s.After = "leave"
-	}
-	if s.MaxFilesPerPoll == 0 {
-		s.MaxFilesPerPoll = 1000
-	}
-	if s.MaxFileSize == 0 {
-		s.MaxFileSize = 1 << 30
-	}
-	if s.MaxAttempts == 0 {
-		s.MaxAttempts = 5
-	}
-	if s.Downloads == 0 {
-		s.Downloads = 4
-	}
+// sourceDefaults and sinkDefaults are the values of keys a source or sink
+// leaves out. They apply to absent keys only, so an explicit zero (e.g.
+// stable_for: 0s) stays zero.
+var sourceDefaults = map[string]any{
+	"type": "sftp", "include": []any{"*"}, "poll_interval": "1m", "stable_for": "30s", "after": "leave",
+	"max_files_per_poll": 1000, "max_file_size": int64(1 << 30), "max_attempts": 5, "downloads": 4,
 }
 
-func sinkDefaults(s *Sink) {
-	if s.Timeout == 0 {
-		s.Timeout = Duration(30 * time.Second)
+var sinkDefaults = map[string]any{"timeout": "30s"}
+
+// defaultsHook fills absent keys of each source and sink before decoding.
+func defaultsHook(from, to reflect.Type, data any) (any, error) {
+	var defaults map[string]any
+	switch to {
+	case reflect.TypeOf(Source{}):
+		defaults = sourceDefaults
+	case reflect.TypeOf(Sink{}):
+		defaults = sinkDefaults
+	default:
+		return data, nil
 	}
+	m, ok := data.(map[string]any)
+	if !ok {
+		return data, nil
+	}
+	out := make(map[string]any, len(m)+len(defaults))
+	for k, v := range defaults {
+		out[k] = v
+	}
+	for k, v := range m {
+		out[k] = v
+	}
+	return out, nil
 }
 
 // durationHook decodes Duration from strings ("1m", "400d").
@@ -250,16 +249,9 @@ func Load(path string) (Config, error) {
 		}
 	}
 	cfg := def
-	err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(durationHook)))
+	err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(defaultsHook, durationHook)))
 	if err != nil {
 		return Config{}, fmt.Errorf("config %s: %w", path, cleanDecodeError(err))
-	}
-	for i := range cfg.Sources {
-		sourceDefaults(&cfg.Sources[i])
-	}
-	for name, s := range cfg.Sinks {
-		sinkDefaults(&s)
-		cfg.Sinks[name] = s
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err

@@ -57,6 +57,26 @@ func TestGoodConfigAndDefaults(t *testing.T) {
 	}
 }
 
+// TestExplicitZeroIsKept: a default fills an absent key, never a zero
+// given on purpose.
+func TestExplicitZeroIsKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  s: {url: "https://x.example.test/"}
+routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s}
+sources:
+  - {name: a, type: local, directories: [/in], stable_for: 0s}
+  - {name: b, type: local, directories: [/in]}
+`), 0o600)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sources[0].StableFor != 0 || c.Sources[1].StableFor.D() != 30*time.Second || c.Sources[1].MaxAttempts != 5 {
+		t.Errorf("stable_for %s and %s", c.Sources[0].StableFor, c.Sources[1].StableFor)
+	}
+}
+
 func TestEnvironmentOverrides(t *testing.T) {
 	t.Setenv("EDIWATCH_STORE_DSN", "file:/tmp/other.db")
 	t.Setenv("EDIWATCH_RELAY_WORKERS", "3")

@@ -136,9 +136,12 @@ func (p *Poller) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		if _, err := p.PollOnce(ctx); err != nil && ctx.Err() == nil {
+		st, err := p.PollOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			p.log.Warn("poll failed", zap.Error(err))
 		}
+		p.log.Debug("polled", zap.Int("listed", st.Listed), zap.Int("downloaded", st.Downloaded),
+			zap.Int("ingested", st.Ingested), zap.Int("skipped", st.Skipped), zap.Int("failed", st.Failed))
 		t.Reset(jitter(p.cfg.PollInterval))
 	}
 }

@@ -16,11 +16,21 @@ import (
 	"github.com/ediwatch/ediwatch/internal/ingest"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/sftpserver"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
-func fakeSource(t *testing.T, srv *fakeServer) *Source {
+func newFakeServer(t *testing.T) *sftpserver.Server {
+	srv, err := sftpserver.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+func fakeSource(t *testing.T, srv *sftpserver.Server) *Source {
 	src, err := New(Config{Address: srv.Addr, User: "partner", PrivateKeyFile: srv.KeyFile, KnownHostsFile: srv.KnownHosts,
 		Timeout: 5 * time.Second, BackoffBase: time.Millisecond, BackoffMax: 2 * time.Millisecond})
 	if err != nil {
@@ -53,7 +63,7 @@ func TestReconnectAfterTheServerDrops(t *testing.T) {
 // cutter drops the server's connections once n bytes have been read.
 type cutter struct {
 	poller.Source
-	srv  *fakeServer
+	srv  *sftpserver.Server
 	n    int64
 	once sync.Once
 }

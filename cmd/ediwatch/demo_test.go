@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestDemo runs the demo and checks every number of its summary: the same
+// payment re-delivered five ways posts once, the malformed and non-X12
+// files are rejected with their acknowledgments, nothing is dead.
+func TestDemo(t *testing.T) {
+	var logs bytes.Buffer
+	sum, err := runDemo(context.Background(), false, &logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := demoSummary{Files: 12, Sets: 12, Processed: 6, Duplicates: 3, BusinessDuplicates: 1, Conflicts: 0,
+		Rejected: 2, PaymentsPosted: 5, ClaimsPosted: 3, Acks999: 8, AcksTA1: 1, Requests: 17, BadSignatures: 0, DLQ: 0}
+	got := *sum
+	got.Elapsed = 0
+	if got != want {
+		t.Errorf("summary\n got %+v\nwant %+v\nlogs:\n%s", got, want, logs.String())
+	}
+	if sum.Elapsed.Seconds() > 15 {
+		t.Errorf("took %s", sum.Elapsed)
+	}
+	var out bytes.Buffer
+	if err := sum.print(&out); err != nil || !strings.Contains(out.String(), "payments posted (one per real payment)             5") {
+		t.Errorf("printed:\n%s", out.String())
+	}
+	// The demo's files hold invented patients; none reaches the logs.
+	for _, phi := range []string{"PATIENT", "MBR0", "TEST"} {
+		if strings.Contains(logs.String(), phi) {
+			t.Errorf("logs hold %q", phi)
+		}
+	}
+}

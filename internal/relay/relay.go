@@ -25,7 +25,7 @@ import (
 // Outbox is what the relay needs of the store.
 type Outbox interface {
 	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error)
-	Complete(ctx context.Context, id int64, token string, now time.Time, httpStatus int) error
+	CompleteMany(ctx context.Context, done []store.Completion, now time.Time) ([]int64, error)
 	Retry(ctx context.Context, id int64, token string, now, at time.Time, httpStatus int, lastError string) error
 	Dead(ctx context.Context, id int64, token string, now time.Time, httpStatus int, lastError string) error
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
@@ -193,28 +193,57 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	// Claimed rows are delivered and recorded even if ctx is cancelled
 	// now: stopping takes no new work, it does not abandon work in hand.
 	work := context.WithoutCancel(ctx)
+	// Deliveries of a batch are recorded together: one statement and one
+	// commit for the batch instead of one per row. A crash before it means
+	// those rows are delivered again, with the same Idempotency-Key.
+	var done []store.Completion
+	handled := len(rows)
 	for i, row := range rows {
 		if ctx.Err() != nil {
 			// Leave the rest to lease expiry: nothing lost, nothing stuck.
-			return i, nil
+			handled = i
+			break
 		}
-		r.deliver(work, row)
+		if c, ok := r.deliver(work, row); ok {
+			done = append(done, c)
+		}
 	}
-	return len(rows), nil
+	r.complete(work, done)
+	return handled, nil
 }
 
-func (r *Relay) deliver(ctx context.Context, row store.OutboxRow) {
+// complete records delivered rows; a row whose lease was lost is counted,
+// and its new holder delivers it again.
+func (r *Relay) complete(ctx context.Context, done []store.Completion) {
+	if len(done) == 0 {
+		return
+	}
+	lost, err := r.ob.CompleteMany(ctx, done, r.now())
+	if err != nil {
+		r.log.Error("recording deliveries failed; the rows return after their leases expire", zap.Error(err),
+			zap.Int("rows", len(done)))
+		return
+	}
+	for _, id := range lost {
+		r.m.LeaseLost.Inc()
+		r.log.Warn("lease lost before the delivery was recorded: another relay owns the row", zap.Int64("outbox_id", id))
+	}
+}
+
+// deliver makes one attempt at row and records a failure at once; a
+// success is returned to be recorded with its batch.
+func (r *Relay) deliver(ctx context.Context, row store.OutboxRow) (store.Completion, bool) {
 	log := r.log.With(zap.Int64("outbox_id", row.ID), zap.String("effect_key", row.EffectKey),
 		zap.String("sink", row.Sink), zap.String("correlation_id", row.CorrelationID), zap.Int("attempt", row.Attempts))
 	now := r.now()
 	s, ok := r.sinks[row.Sink]
 	if !ok {
 		r.dead(ctx, row, 0, "no sink named "+row.Sink, log)
-		return
+		return store.Completion{}, false
 	}
 	if now.Sub(row.CreatedAt) > r.cfg.MaxAge {
 		r.dead(ctx, row, row.LastStatus, "max_age exceeded; last error: "+row.LastError, log)
-		return
+		return store.Completion{}, false
 	}
 	start := time.Now()
 	res, err := r.breakers[row.Sink].Execute(func() (sink.Result, error) {
@@ -229,26 +258,25 @@ func (r *Relay) deliver(ctx context.Context, row store.OutboxRow) {
 		at := now.Add(jitter(r.cfg.BreakerTimeout))
 		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
 		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
-		return
+		return store.Completion{}, false
 	}
 	r.m.DeliveryLatency.WithLabelValues(row.Sink).Observe(time.Since(start).Seconds())
 	switch res.Outcome {
 	case sink.Delivered:
 		r.m.Deliveries.WithLabelValues(row.Sink, "delivered").Inc()
-		if r.fence(r.ob.Complete(ctx, row.ID, row.LeaseToken, r.now(), res.Status), log) {
-			log.Info("delivered", zap.Int("status", res.Status))
-		}
+		log.Info("delivered", zap.Int("status", res.Status))
+		return store.Completion{ID: row.ID, Token: row.LeaseToken, HTTPStatus: res.Status}, true
 	case sink.Dead:
 		r.dead(ctx, row, res.Status, res.Err, log)
 	case sink.Retry:
 		if row.Attempts >= r.cfg.MaxAttempts {
 			r.dead(ctx, row, res.Status, fmt.Sprintf("max_attempts (%d) exhausted; last error: %s", r.cfg.MaxAttempts, res.Err), log)
-			return
+			return store.Completion{}, false
 		}
 		at := now.Add(max(backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, row.Attempts), res.RetryAfter))
 		if at.Sub(row.CreatedAt) > r.cfg.MaxAge {
 			r.dead(ctx, row, res.Status, "max_age would be exceeded; last error: "+res.Err, log)
-			return
+			return store.Completion{}, false
 		}
 		r.m.Deliveries.WithLabelValues(row.Sink, "retry").Inc()
 		if r.fence(r.ob.Retry(ctx, row.ID, row.LeaseToken, r.now(), at, res.Status, res.Err), log) {
@@ -256,6 +284,7 @@ func (r *Relay) deliver(ctx context.Context, row store.OutboxRow) {
 				zap.Time("next_attempt_at", at))
 		}
 	}
+	return store.Completion{}, false
 }
 
 func (r *Relay) dead(ctx context.Context, row store.OutboxRow, status int, msg string, log *zap.Logger) {

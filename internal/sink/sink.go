@@ -87,7 +87,12 @@ func New(cfg Config) (*HTTP, error) {
 		cfg.Timeout = 30 * time.Second
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		// Keep enough idle connections for every relay worker: the default
+		// of two per host makes most requests open a new connection.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 64
+		cfg.Client = &http.Client{Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	h := &HTTP{cfg: cfg}
 	for i, s := range cfg.Secrets {

@@ -180,6 +180,28 @@ const (
 	StatusDiscarded = "discarded"
 )
 
+// Completion is a delivered row to record.
+type Completion struct {
+	ID         int64
+	Token      string
+	HTTPStatus int
+}
+
+// LostOf returns the ids of done absent from updated.
+func LostOf(done []Completion, updated []int64) []int64 {
+	ok := make(map[int64]bool, len(updated))
+	for _, id := range updated {
+		ok[id] = true
+	}
+	var lost []int64
+	for _, c := range done {
+		if !ok[c.ID] {
+			lost = append(lost, c.ID)
+		}
+	}
+	return lost
+}
+
 // SinkStats are the outbox counts of one sink.
 type SinkStats struct {
 	Sink      string
@@ -202,6 +224,10 @@ type Outbox interface {
 	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]OutboxRow, error)
 	// Complete marks a claimed row delivered (httpStatus recorded).
 	Complete(ctx context.Context, id int64, token string, now time.Time, httpStatus int) error
+	// CompleteMany marks several claimed rows delivered in one statement,
+	// each fenced by its own token; it returns the ids whose lease was
+	// lost (those rows are left as they are).
+	CompleteMany(ctx context.Context, done []Completion, now time.Time) (lost []int64, err error)
 	// Retry returns a claimed row to pending, due at at.
 	Retry(ctx context.Context, id int64, token string, now, at time.Time, httpStatus int, lastError string) error
 	// Dead moves a claimed row to the dead-letter queue.

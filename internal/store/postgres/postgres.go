@@ -468,6 +468,30 @@ func (s *Store) Complete(ctx context.Context, id int64, token string, now time.T
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, status, now)
 }
 
+// CompleteMany implements store.Outbox.
+func (s *Store) CompleteMany(ctx context.Context, done []store.Completion, now time.Time) ([]int64, error) {
+	if len(done) == 0 {
+		return nil, nil
+	}
+	ids, tokens, statuses := make([]int64, len(done)), make([]string, len(done)), make([]int32, len(done))
+	for i, c := range done {
+		ids[i], tokens[i], statuses[i] = c.ID, c.Token, int32(c.HTTPStatus)
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
+		last_status = c.status, last_error = '', delivered_at = $4, updated_at = $4
+		FROM unnest($1::bigint[], $2::text[], $3::int[]) AS c(id, token, status)
+		WHERE outbox.id = c.id AND outbox.lease_token = c.token AND outbox.status = 'inflight'
+		RETURNING outbox.id`, ids, tokens, statuses, now)
+	if err != nil {
+		return nil, err
+	}
+	updated, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	return store.LostOf(done, updated), nil
+}
+
 // Retry implements store.Outbox.
 func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, status int, lastError string) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,

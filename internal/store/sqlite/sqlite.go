@@ -393,6 +393,34 @@ func (s *Store) Complete(ctx context.Context, id int64, token string, now time.T
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, status, us(now), us(now), id, token)
 }
 
+// CompleteMany implements store.Outbox: one transaction, one commit.
+func (s *Store) CompleteMany(ctx context.Context, done []store.Completion, now time.Time) ([]int64, error) {
+	if len(done) == 0 {
+		return nil, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	var updated []int64
+	for _, c := range done {
+		res, err := tx.ExecContext(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL,
+			lease_expires_at = NULL, last_status = ?, last_error = '', delivered_at = ?, updated_at = ?
+			WHERE id = ? AND lease_token = ? AND status = 'inflight'`, c.HTTPStatus, us(now), us(now), c.ID, c.Token)
+		if err != nil {
+			return nil, err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			updated = append(updated, c.ID)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return store.LostOf(done, updated), nil
+}
+
 // Retry implements store.Outbox.
 func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, status int, lastError string) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,

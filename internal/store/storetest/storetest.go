@@ -648,3 +648,29 @@ func testLedger(t *testing.T, s store.Store) {
 		t.Errorf("another source's rows: %v", other)
 	}
 }
+
+func testCompleteMany(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	seedPayments(t, s, 3)
+	rows, _ := s.Claim(ctx, t0, []string{"ledger"}, 10, time.Minute)
+	if len(rows) != 3 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	done := []store.Completion{{ID: rows[0].ID, Token: rows[0].LeaseToken, HTTPStatus: 200},
+		{ID: rows[1].ID, Token: "stale-token", HTTPStatus: 200}, {ID: rows[2].ID, Token: rows[2].LeaseToken, HTTPStatus: 204}}
+	lost, err := s.CompleteMany(ctx, done, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lost) != 1 || lost[0] != rows[1].ID {
+		t.Errorf("lost %v, want [%d]", lost, rows[1].ID)
+	}
+	for i, want := range []string{store.StatusDelivered, store.StatusInflight, store.StatusDelivered} {
+		if r, _ := s.GetOutbox(ctx, rows[i].ID); r.Status != want {
+			t.Errorf("row %d: %s, want %s", i, r.Status, want)
+		}
+	}
+	if r, _ := s.GetOutbox(ctx, rows[2].ID); r.LastStatus != 204 {
+		t.Errorf("status %d", r.LastStatus)
+	}
+}

@@ -1,0 +1,168 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/relay"
+	"github.com/ediwatch/ediwatch/internal/sink"
+	"github.com/ediwatch/ediwatch/internal/store/postgres"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/testenv"
+)
+
+func pgbenchPath() string {
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p
+	}
+	return "/usr/lib/postgresql/15/bin/pgbench"
+}
+
+// pgbenchTPS runs `pgbench -N` with clients connections for d on url.
+func pgbenchTPS(b *testing.B, url string, clients int, d time.Duration) float64 {
+	if out, err := exec.Command(pgbenchPath(), "-i", "-q", "-s", "1", url).CombinedOutput(); err != nil {
+		b.Fatalf("pgbench -i: %v: %s", err, out)
+	}
+	out, err := exec.Command(pgbenchPath(), "-N", "-c", strconv.Itoa(clients), "-j", "2",
+		"-T", strconv.Itoa(int(d.Seconds())), url).CombinedOutput()
+	if err != nil {
+		b.Fatalf("pgbench: %v: %s", err, out)
+	}
+	m := regexp.MustCompile(`tps = ([0-9.]+)`).FindSubmatch(out)
+	if m == nil {
+		b.Fatalf("pgbench output: %s", out)
+	}
+	tps, _ := strconv.ParseFloat(string(m[1]), 64)
+	return tps
+}
+
+// BenchmarkRelayVsPgbench: deliveries per second from PostgreSQL to a
+// local no-op HTTP receiver with 8 workers, beside pgbench -N with 8
+// clients on the same database, in the same run (goal >= 1.0); then
+// commit-to-POST latency with LISTEN/NOTIFY on an idle relay (goal p99 <
+// 100 ms). Run with bench/relay.
+func BenchmarkRelayVsPgbench(b *testing.B) {
+	url := testenv.PostgresURL(b)
+	ctx := context.Background()
+	schema := fmt.Sprintf("relaybench_%d", time.Now().UnixNano())
+	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		st.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		st.Close()
+	}()
+	if err := st.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	const rows = 20000
+	payload := []byte(`{"amount":"150.00"}`)
+	now := time.Now().UTC()
+	var seed [][]any
+	for i := 0; i < rows; i++ {
+		key := fmt.Sprintf("payment:BENCH:%d", i)
+		seed = append(seed, []any{key, "payment.posted", "ledger", key, "c", string(payload), now, now, now})
+	}
+	if _, err := st.Pool().CopyFrom(ctx, pgx.Identifier{"outbox"}, []string{"effect_key", "kind", "sink", "ordering_key",
+		"correlation_id", "payload", "next_attempt_at", "created_at", "updated_at"}, pgx.CopyFromRows(seed)); err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	arrived := map[string]time.Time{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived[r.Header.Get("Idempotency-Key")] = time.Now()
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	s, _ := sink.New(sink.Config{Name: "ledger", URL: srv.URL})
+	var deliveries, tps float64
+	var p50, p99 time.Duration
+	for b.Loop() {
+		tps = pgbenchTPS(b, url, 8, 5*time.Second)
+		rctx, cancel := context.WithCancel(ctx)
+		r := relay.New(relay.Config{Workers: 8, Batch: 32}, st, map[string]relay.Deliverer{"ledger": s, "acks": s},
+			zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+		start := time.Now()
+		done := make(chan struct{})
+		go func() { r.Run(rctx); close(done) }()
+		for {
+			mu.Lock()
+			n := len(arrived)
+			mu.Unlock()
+			if n >= rows {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		deliveries = rows / time.Since(start).Seconds()
+		cancel()
+		<-done
+
+		// Latency: an idle relay woken by NOTIFY only (one-minute idle poll).
+		lctx, lcancel := context.WithCancel(ctx)
+		lr := relay.New(relay.Config{Workers: 2, Idle: time.Minute}, st, map[string]relay.Deliverer{"ledger": s, "acks": s},
+			zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+		ldone := make(chan struct{}, 2)
+		go func() { lr.Run(lctx); ldone <- struct{}{} }()
+		go func() { st.Listen(lctx, lr.Wake); ldone <- struct{}{} }()
+		time.Sleep(300 * time.Millisecond)
+		var lat []time.Duration
+		base := storetest.Fixture(b, "835_canonical.x12")
+		for i := 0; i < 100; i++ {
+			data := []byte(regexp.MustCompile(`EFT0001`).ReplaceAllString(string(base), fmt.Sprintf("LAT%04d", i)))
+			data = []byte(regexp.MustCompile(`000000101`).ReplaceAllString(string(data), fmt.Sprintf("%09d", 800000+i)))
+			data = []byte(regexp.MustCompile(`\*101\*X\*|GE\*1\*101`).ReplaceAllStringFunc(string(data), func(m string) string {
+				if m[0] == '*' {
+					return fmt.Sprintf("*%d*X*", 800000+i)
+				}
+				return fmt.Sprintf("GE*1*%d", 800000+i)
+			}))
+			if _, err := storetest.IngestNow(b, st, fmt.Sprintf("lat%d", i), data); err != nil {
+				b.Fatal(err)
+			}
+			committed := time.Now()
+			key := fmt.Sprintf("payment:1512345678:LAT%04d", i)
+			for {
+				mu.Lock()
+				at, ok := arrived[key]
+				mu.Unlock()
+				if ok {
+					lat = append(lat, at.Sub(committed))
+					break
+				}
+				if time.Since(committed) > 5*time.Second {
+					b.Fatalf("%s not delivered", key)
+				}
+				time.Sleep(100 * time.Microsecond)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		lcancel()
+		<-ldone
+		<-ldone
+		slices.Sort(lat)
+		p50, p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	}
+	b.ReportMetric(deliveries, "deliveries/s")
+	b.ReportMetric(tps, "pgbench-N-tps")
+	b.ReportMetric(deliveries/tps, "ratio")
+	b.ReportMetric(float64(p50.Microseconds())/1000, "notify-p50-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "notify-p99-ms")
+}

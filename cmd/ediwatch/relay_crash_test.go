@@ -291,3 +291,70 @@ func TestRunStopsCleanlyOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRelayKilledBeforeDelivery: rows committed by an ingest survive a
+// daemon SIGKILLed before it could deliver them (its receiver is down);
+// after a restart against a live receiver they are delivered.
+func TestRelayKilledBeforeDelivery(t *testing.T) {
+	rec := newDedup()
+	live := httptest.NewServer(rec)
+	defer live.Close()
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close() // nothing listens there now
+	cfg, connect := pgSchemaConfig(t, downURL, "relay: {lease: 2s, backoff: {base: 100ms, max: 200ms}}")
+	if out, err := command(t, "ingest", "--config", cfg, fixture("835_canonical.x12")).CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v: %s", err, out)
+	}
+	first, _ := startDaemon(t, cfg)
+	time.Sleep(500 * time.Millisecond) // attempts fail against the closed port
+	first.Process.Kill()
+	first.Wait()
+	if st := outboxStatus(t, connect); st["delivered"] != 0 || st["pending"]+st["inflight"] != 2 {
+		t.Fatalf("before restart: %v", st)
+	}
+	body, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, bytes.ReplaceAll(body, []byte(downURL), []byte(live.URL)), 0o600)
+	startDaemon(t, cfg)
+	waitFor(t, "delivery after restart", 30*time.Second, func() bool { return outboxStatus(t, connect)["delivered"] == 2 })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.effects) != 2 {
+		t.Errorf("effects %v", rec.effects)
+	}
+}
+
+// TestDLQCommands: list shows a dead row without its payload, replay
+// queues it again, discard resolves it and keeps it.
+func TestDLQCommands(t *testing.T) {
+	cfg, connect := pgSchemaConfig(t, "http://127.0.0.1:9/", "")
+	if out, err := command(t, "ingest", "--config", cfg, fixture("835_canonical.x12")).CombinedOutput(); err != nil {
+		t.Fatalf("ingest: %v: %s", err, out)
+	}
+	c := connect()
+	c.Exec(context.Background(), "UPDATE outbox SET status = 'dead', last_status = 400, last_error = 'HTTP 400: no'")
+	c.Close(context.Background())
+	out, err := command(t, "dlq", "list", "--json", "--config", cfg).Output()
+	if err != nil || bytes.Count(out, []byte("\n")) != 2 || !bytes.Contains(out, []byte(`"last_status":400`)) ||
+		bytes.Contains(out, []byte("DOE")) {
+		t.Fatalf("list: %v %s", err, out)
+	}
+	if out, err := command(t, "dlq", "show", "1", "--config", cfg).Output(); err != nil || bytes.Contains(out, []byte("DOE")) {
+		t.Errorf("show without --show-phi: %v %s", err, out)
+	}
+	if out, _ := command(t, "dlq", "show", "1", "--show-phi", "--config", cfg).Output(); !bytes.Contains(out, []byte("payload")) {
+		t.Errorf("show --show-phi: %s", out)
+	}
+	if out, err := command(t, "dlq", "replay", "1", "--config", cfg).Output(); err != nil || !bytes.Contains(out, []byte("1 rows queued")) {
+		t.Errorf("replay: %v %s", err, out)
+	}
+	if out, err := command(t, "dlq", "discard", "2", "--config", cfg).Output(); err != nil || !bytes.Contains(out, []byte("1 rows discarded")) {
+		t.Errorf("discard: %v %s", err, out)
+	}
+	if st := outboxStatus(t, connect); st["pending"] != 1 || st["discarded"] != 1 {
+		t.Errorf("after replay and discard: %v", st)
+	}
+	if _, err := command(t, "dlq", "replay", "--config", cfg).Output(); err == nil {
+		t.Error("replay with nothing named succeeded")
+	}
+}

@@ -117,3 +117,36 @@ func newSQLiteStore(t *testing.T) *sqlite.Store {
 	}
 	return st
 }
+
+// TestGrowingFileOverOpenSSH: a file appended between polls on a real
+// OpenSSH drop is left alone while it grows, then ingested once, whole.
+func TestGrowingFileOverOpenSSH(t *testing.T) {
+	src, drops := openSSH(t)
+	d := drops(t)
+	full := storetest.Fixture(t, "835_canonical.x12")
+	path := filepath.Join(d.Local, "growing.835")
+	os.WriteFile(path, full[:150], 0o644)
+	st := newSQLiteStore(t)
+	p := poller.New(poller.Config{Name: "acme", Directories: []string{d.Remote}, PollInterval: time.Second},
+		src, st, ingest.Options{Routes: storetest.Routes}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	ctx := context.Background()
+	p.PollOnce(ctx)
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write(full[150:500])
+	f.Close()
+	if s, _ := p.PollOnce(ctx); s.Downloaded != 0 {
+		t.Fatalf("took a growing file: %+v", s)
+	}
+	f, _ = os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write(full[500:])
+	f.Close()
+	p.PollOnce(ctx)
+	s, err := p.PollOnce(ctx)
+	if err != nil || s.Ingested != 1 {
+		t.Fatalf("complete file: %+v %v", s, err)
+	}
+	c, _ := st.Counts(ctx)
+	if c.Inbox["processed"] != 1 || c.Inbox["rejected"] != 0 || c.Files["ingested"] != 1 {
+		t.Errorf("counts %+v", c)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -69,7 +70,8 @@ func rewrite(segs []traced, to Delimiters) []byte {
 	return buf.Bytes()
 }
 
-// FuzzReader asserts that no input panics the reader, and that whatever it
+// FuzzReader asserts that no input panics the reader, that the fast lane
+// for set segments agrees with the general path, and that whatever it
 // accepts re-serialises to the same segments: written again with other
 // delimiters and line breaks, it reads back as the same segments, the same
 // keys, the same content hashes and the same errors.
@@ -82,6 +84,17 @@ func FuzzReader(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, segs := traceParse(t, data)
+		// Without Trace, set segments take the fast lane: it must agree
+		// with the general path on everything.
+		fast, err := Parse(bytes.NewReader(data), Options{MaxSegment: 8 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(fast.Keys(), file.Keys()) || !slices.Equal(setHashes(fast), setHashes(file)) ||
+			!slices.Equal(errorCodes(fast), errorCodes(file)) || !slices.Equal(segCounts(fast), segCounts(file)) {
+			t.Fatalf("fast lane disagrees:\nkeys %q / %q\nerrors %v / %v\nsegments %v / %v",
+				fast.Keys(), file.Keys(), errorCodes(fast), errorCodes(file), segCounts(fast), segCounts(file))
+		}
 		if !file.X12 || len(file.Errors) > 0 {
 			return
 		}
@@ -130,6 +143,26 @@ func FuzzReader(f *testing.F) {
 			t.Fatalf("errors %v, re-read %v", codes, codes2)
 		}
 	})
+}
+
+func errorCodes(f *File) []string {
+	var out []string
+	for _, e := range f.AllErrors() {
+		out = append(out, e.Cause.Code+"@"+strconv.Itoa(e.Segment))
+	}
+	return out
+}
+
+func segCounts(f *File) []int {
+	var out []int
+	for _, ix := range f.Interchanges {
+		for _, g := range ix.Groups {
+			for _, s := range g.Sets {
+				out = append(out, s.SegmentCount)
+			}
+		}
+	}
+	return out
 }
 
 func equalElems(a, b [][][][]byte) bool {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -92,6 +94,15 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
+	m.BuildInfo.WithLabelValues(version(), runtime.Version()).Set(1)
+	var sourceNames, sinkNames []string
+	for _, s := range cfg.Sources {
+		sourceNames = append(sourceNames, s.Name)
+	}
+	for name := range cfg.Sinks {
+		sinkNames = append(sinkNames, name)
+	}
+	m.Init(sourceNames, sinkNames)
 	d := &daemon{store: st, reg: reg}
 
 	sinks := map[string]relay.Deliverer{}
@@ -160,6 +171,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		g.Go(func() error { return p.Run(gctx) })
 	}
 	g.Go(func() error { return maintain(gctx, st, cfg, log.Named("maintenance")) })
+	g.Go(func() error { return observeOutbox(gctx, st, m, 15*time.Second) })
 	log.Info("ediwatch started", zap.String("store", cfg.Store.Driver), zap.Int("sources", len(cfg.Sources)),
 		zap.Int("sinks", len(cfg.Sinks)), zap.String("http", d.addr.String()))
 	if ready != nil {
@@ -196,6 +208,32 @@ func buildSource(sc config.Source) (poller.Source, error) {
 	}
 	return sftp.New(sftp.Config{Address: sc.Address, User: sc.User, PrivateKeyFile: sc.PrivateKeyFile,
 		PassphraseFile: sc.PassphraseFile, PasswordFile: sc.PasswordFile, KnownHostsFile: sc.KnownHostsFile})
+}
+
+// observeOutbox sets the outbox gauges from the store every interval.
+func observeOutbox(ctx context.Context, st store.Store, m *metrics.Metrics, every time.Duration) error {
+	for {
+		if stats, err := st.Stats(ctx, time.Now().UTC()); err == nil {
+			for _, s := range stats {
+				m.OutboxPending.WithLabelValues(s.Sink).Set(float64(s.Pending + s.Inflight))
+				m.OutboxDead.WithLabelValues(s.Sink).Set(float64(s.Dead))
+				m.OutboxOldestPending.WithLabelValues(s.Sink).Set(s.OldestPending.Seconds())
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+	}
+}
+
+// version is the module version the binary was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "unknown"
 }
 
 // maintain prunes by retention once an hour, on one replica at a time

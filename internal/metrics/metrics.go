@@ -22,6 +22,11 @@ type Metrics struct {
 	DeliveryLatency *prometheus.HistogramVec // sink
 	BreakerState    *prometheus.GaugeVec     // sink: 0 closed, 1 half-open, 2 open
 	LeaseLost       prometheus.Counter
+
+	OutboxPending       *prometheus.GaugeVec // sink
+	OutboxDead          *prometheus.GaugeVec // sink: the DLQ depth
+	OutboxOldestPending *prometheus.GaugeVec // sink, seconds
+	BuildInfo           *prometheus.GaugeVec // version, goversion
 }
 
 // New creates the metrics and registers them on reg.
@@ -58,8 +63,45 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Circuit breaker state per sink: 0 closed, 1 half-open, 2 open."}, []string{"sink"})
 	m.LeaseLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "ediwatch_outbox_lease_lost_total",
 		Help: "Outbox transitions refused because the row's lease had passed to another relay."})
-	reg.MustRegister(m.Deliveries, m.DeliveryLatency, m.BreakerState, m.LeaseLost)
+	m.OutboxPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_outbox_pending",
+		Help: "Outbox rows waiting for delivery (pending or in flight), per sink."}, []string{"sink"})
+	m.OutboxDead = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_outbox_dead",
+		Help: "Dead-lettered outbox rows awaiting an operator (DLQ depth), per sink."}, []string{"sink"})
+	m.OutboxOldestPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_outbox_oldest_pending_seconds",
+		Help: "Age of the oldest undelivered outbox row, per sink."}, []string{"sink"})
+	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_build_info",
+		Help: "Always 1; labels name the build."}, []string{"version", "goversion"})
+	reg.MustRegister(m.Deliveries, m.DeliveryLatency, m.BreakerState, m.LeaseLost,
+		m.OutboxPending, m.OutboxDead, m.OutboxOldestPending, m.BuildInfo)
 	reg.MustRegister(m.FilesListed, m.FilesDownloaded, m.FilesSkipped, m.FilesFailed, m.BytesDownloaded,
 		m.PollDuration, m.PollErrors, m.Sets, m.Unbalanced, m.PostProcessed)
 	return m
+}
+
+// Init creates the labelled series of the configured sources and sinks at
+// zero, so /metrics shows them (and alerts can use them) before their
+// first event.
+func (m *Metrics) Init(sources, sinks []string) {
+	for _, s := range sources {
+		m.FilesListed.WithLabelValues(s)
+		m.FilesDownloaded.WithLabelValues(s)
+		m.BytesDownloaded.WithLabelValues(s)
+		for _, stage := range []string{"lease", "list", "ledger", "download", "ingest", "post_process"} {
+			m.PollErrors.WithLabelValues(s, stage)
+		}
+		for _, r := range []string{"download", "ingest", "too_large", "gave_up"} {
+			m.FilesFailed.WithLabelValues(s, r)
+		}
+	}
+	for _, o := range []string{"processed", "duplicate", "business_duplicate", "conflict", "rejected"} {
+		m.Sets.WithLabelValues(o)
+	}
+	for _, s := range sinks {
+		for _, o := range []string{"delivered", "retry", "dead", "snoozed"} {
+			m.Deliveries.WithLabelValues(s, o)
+		}
+		m.OutboxPending.WithLabelValues(s)
+		m.OutboxDead.WithLabelValues(s)
+		m.OutboxOldestPending.WithLabelValues(s)
+	}
 }

@@ -73,6 +73,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.AddCommand(newInspectCmd(stdout, stderr), newAckCmd(stdout, stderr), newMigrateCmd(stdout),
 		newIngestCmd(stdout, stderr), newDLQCmd(stdout), newRunCmd(stderr),
-		newDemoCmd(stdout, stderr), newCheckConfigCmd(stdout))
+		newDemoCmd(stdout, stderr), newCheckConfigCmd(stdout),
+		newReconcileCmd(stdout))
 	return root
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/ingest"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/relay"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/source/local"
@@ -210,9 +211,16 @@ func buildSource(sc config.Source) (poller.Source, error) {
 		PassphraseFile: sc.PassphraseFile, PasswordFile: sc.PasswordFile, KnownHostsFile: sc.KnownHostsFile})
 }
 
-// observeOutbox sets the outbox gauges from the store every interval.
+// observeOutbox sets the outbox gauges from the store every interval, and
+// the reconciliation divergence every 20 intervals.
 func observeOutbox(ctx context.Context, st store.Store, m *metrics.Metrics, every time.Duration) error {
-	for {
+	for i := 0; ; i++ {
+		if i%20 == 0 {
+			now := time.Now().UTC()
+			if rep, err := reconcile.Run(ctx, st, now.Add(-24*time.Hour), time.Hour, now); err == nil {
+				m.Divergence.Set(map[bool]float64{false: 0, true: 1}[rep.Divergent])
+			}
+		}
 		if stats, err := st.Stats(ctx, time.Now().UTC()); err == nil {
 			for _, s := range stats {
 				m.OutboxPending.WithLabelValues(s.Sink).Set(float64(s.Pending + s.Inflight))

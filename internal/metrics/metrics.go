@@ -27,6 +27,7 @@ type Metrics struct {
 	OutboxDead          *prometheus.GaugeVec // sink: the DLQ depth
 	OutboxOldestPending *prometheus.GaugeVec // sink, seconds
 	BuildInfo           *prometheus.GaugeVec // version, goversion
+	Divergence          prometheus.Gauge     // 1 when the last reconciliation diverged
 }
 
 // New creates the metrics and registers them on reg.
@@ -71,6 +72,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Age of the oldest undelivered outbox row, per sink."}, []string{"sink"})
 	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_build_info",
 		Help: "Always 1; labels name the build."}, []string{"version", "goversion"})
+	m.Divergence = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ediwatch_reconciliation_divergence",
+		Help: "1 when the last reconciliation (last 24h) found a divergence, else 0."})
+	reg.MustRegister(m.Divergence)
 	reg.MustRegister(m.Deliveries, m.DeliveryLatency, m.BreakerState, m.LeaseLost,
 		m.OutboxPending, m.OutboxDead, m.OutboxOldestPending, m.BuildInfo)
 	reg.MustRegister(m.FilesListed, m.FilesDownloaded, m.FilesSkipped, m.FilesFailed, m.BytesDownloaded,

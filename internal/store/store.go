@@ -291,6 +291,43 @@ type Ledger interface {
 	MarkPostDone(ctx context.Context, source, path string, now time.Time) error
 }
 
+// Facts are the raw rows reconciliation compares, since a time.
+type Facts struct {
+	// Parsed holds the summaries of processed 835 sets (no patient data).
+	Parsed []ParsedPayment
+	// Enqueued holds the payment.posted outbox rows.
+	Enqueued []EnqueuedPayment
+	// Files counts ledger rows per source, day (UTC) and status.
+	Files []FileDay
+	// Stuck counts rows pending or in flight since before StuckBefore.
+	Stuck int
+	Dead  int
+}
+
+// ParsedPayment is an inbox row's 835 summary.
+type ParsedPayment struct {
+	Key     string
+	Summary json.RawMessage
+}
+
+// EnqueuedPayment is a payment.posted outbox row.
+type EnqueuedPayment struct {
+	EffectKey string
+	Status    string
+	Payload   json.RawMessage
+}
+
+// FileDay is a count of ledger rows.
+type FileDay struct {
+	Source, Day, Status string
+	Files               int
+}
+
+// Reconciler reads what reconciliation compares.
+type Reconciler interface {
+	ReconcileFacts(ctx context.Context, since, stuckBefore time.Time) (Facts, error)
+}
+
 // Counts are row counts for tests, metrics and reconciliation.
 type Counts struct {
 	Inbox     map[string]int // by status
@@ -305,6 +342,7 @@ type Store interface {
 	Outbox
 	Leases
 	Ledger
+	Reconciler
 	// NextControlNumber returns our next outbound ISA13/GS06 for sender:
 	// unique, and greater than every number returned before for sender.
 	NextControlNumber(ctx context.Context, sender string) (int64, error)

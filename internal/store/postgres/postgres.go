@@ -685,6 +685,60 @@ func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.
 	return err
 }
 
+// ReconcileFacts implements store.Reconciler.
+func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time) (store.Facts, error) {
+	var f store.Facts
+	rows, err := s.pool.Query(ctx, `SELECT key, summary FROM inbox
+		WHERE set_type = '835' AND status = 'processed' AND created_at >= $1 AND summary IS NOT NULL`, since)
+	if err != nil {
+		return f, err
+	}
+	for rows.Next() {
+		var p store.ParsedPayment
+		var sum []byte
+		if err := rows.Scan(&p.Key, &sum); err != nil {
+			rows.Close()
+			return f, err
+		}
+		p.Summary = sum
+		f.Parsed = append(f.Parsed, p)
+	}
+	rows.Close()
+	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, payload FROM outbox
+		WHERE kind = 'payment.posted' AND created_at >= $1`, since)
+	if err != nil {
+		return f, err
+	}
+	for rows.Next() {
+		var e store.EnqueuedPayment
+		var payload []byte
+		if err := rows.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
+			rows.Close()
+			return f, err
+		}
+		e.Payload = payload
+		f.Enqueued = append(f.Enqueued, e)
+	}
+	rows.Close()
+	rows, err = s.pool.Query(ctx, `SELECT source, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), status, count(*)
+		FROM remote_file WHERE updated_at >= $1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, since)
+	if err != nil {
+		return f, err
+	}
+	for rows.Next() {
+		var d store.FileDay
+		if err := rows.Scan(&d.Source, &d.Day, &d.Status, &d.Files); err != nil {
+			rows.Close()
+			return f, err
+		}
+		f.Files = append(f.Files, d)
+	}
+	rows.Close()
+	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('pending', 'inflight') AND created_at < $1),
+		count(*) FILTER (WHERE status = 'dead') FROM outbox`, stuckBefore).Scan(&f.Stuck, &f.Dead)
+	return f, err
+}
+
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
 	total := 0

@@ -632,6 +632,60 @@ func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.
 	return err
 }
 
+// ReconcileFacts implements store.Reconciler.
+func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time) (store.Facts, error) {
+	var f store.Facts
+	rows, err := s.db.QueryContext(ctx, `SELECT key, summary FROM inbox
+		WHERE set_type = '835' AND status = 'processed' AND created_at >= ? AND summary IS NOT NULL`, us(since))
+	if err != nil {
+		return f, err
+	}
+	for rows.Next() {
+		var p store.ParsedPayment
+		var sum string
+		if err := rows.Scan(&p.Key, &sum); err != nil {
+			rows.Close()
+			return f, err
+		}
+		p.Summary = json.RawMessage(sum)
+		f.Parsed = append(f.Parsed, p)
+	}
+	rows.Close()
+	rows, err = s.db.QueryContext(ctx, `SELECT effect_key, status, payload FROM outbox
+		WHERE kind = 'payment.posted' AND created_at >= ?`, us(since))
+	if err != nil {
+		return f, err
+	}
+	for rows.Next() {
+		var e store.EnqueuedPayment
+		var payload string
+		if err := rows.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
+			rows.Close()
+			return f, err
+		}
+		e.Payload = json.RawMessage(payload)
+		f.Enqueued = append(f.Enqueued, e)
+	}
+	rows.Close()
+	rows, err = s.db.QueryContext(ctx, `SELECT source, strftime('%Y-%m-%d', created_at / 1000000, 'unixepoch'), status, count(*)
+		FROM remote_file WHERE updated_at >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, us(since))
+	if err != nil {
+		return f, err
+	}
+	for rows.Next() {
+		var d store.FileDay
+		if err := rows.Scan(&d.Source, &d.Day, &d.Status, &d.Files); err != nil {
+			rows.Close()
+			return f, err
+		}
+		f.Files = append(f.Files, d)
+	}
+	rows.Close()
+	err = s.db.QueryRowContext(ctx, `SELECT coalesce(sum(status IN ('pending', 'inflight') AND created_at < ?), 0),
+		coalesce(sum(status = 'dead'), 0) FROM outbox`, us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
+	return f, err
+}
+
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
 	total := 0

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/reconcile"
+)
+
+func newReconcileCmd(stdout io.Writer) *cobra.Command {
+	var cfgPath string
+	var asJSON bool
+	since := config.Duration(24 * time.Hour)
+	stuck := config.Duration(time.Hour)
+	cmd := &cobra.Command{
+		Use:   "reconcile --config FILE [--since 24h] [--stuck-after 1h] [--json]",
+		Short: "Compare what was parsed, enqueued and delivered; exit 1 on divergence",
+		Long: `reconcile reports, per source and day, the files seen, ingested and rejected;
+per payer, the payments and their exact money totals parsed, enqueued and
+delivered, and unbalanced remittances; and dead and stuck outbox rows. It
+exits 1 when anything diverges: a parsed payment without exactly one outbox
+row, a total that differs, a dead-lettered row, or a row undelivered for
+longer than --stuck-after.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cfgPath)
+			if err != nil {
+				return err
+			}
+			st, err := openStore(cmd.Context(), cfg.Store, true)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			now := time.Now().UTC()
+			rep, err := reconcile.Run(cmd.Context(), st, now.Add(-since.D()), stuck.D(), now)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				err = json.NewEncoder(stdout).Encode(rep)
+			} else {
+				err = rep.Print(stdout)
+			}
+			if err != nil {
+				return err
+			}
+			if rep.Divergent {
+				return &exitError{code: 1, silent: true}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "configuration file")
+	cmd.Flags().Var(durationFlag{&since}, "since", "how far back to look (e.g. 24h, 7d)")
+	cmd.Flags().Var(durationFlag{&stuck}, "stuck-after", "an undelivered row older than this is stuck")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// durationFlag is a pflag.Value for config.Duration (accepts days).
+type durationFlag struct{ d *config.Duration }
+
+func (f durationFlag) String() string { return f.d.String() }
+func (f durationFlag) Type() string   { return "duration" }
+func (f durationFlag) Set(s string) error {
+	d, err := config.ParseDuration(s)
+	if err == nil {
+		*f.d = d
+	}
+	return err
+}

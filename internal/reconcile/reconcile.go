@@ -1,0 +1,160 @@
+// Package reconcile compares what ediwatch parsed, enqueued and delivered,
+// per payer with exact money totals, and per source and day what it saw,
+// ingested and rejected. A divergence — a parsed payment without exactly one
+// outbox row, a dead or stuck row — is what an operator must look at.
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/x12"
+)
+
+// Payer is one payer's totals. Amounts are exact decimals.
+type Payer struct {
+	PayerID         string    `json:"payer_id"`
+	Parsed          int       `json:"parsed"`
+	ParsedAmount    x12.Money `json:"parsed_amount"`
+	Enqueued        int       `json:"enqueued"`
+	EnqueuedAmount  x12.Money `json:"enqueued_amount"`
+	Delivered       int       `json:"delivered"`
+	DeliveredAmount x12.Money `json:"delivered_amount"`
+	Unbalanced      int       `json:"unbalanced"`
+	MissingEffects  []string  `json:"missing_effects,omitempty"` // parsed, never enqueued
+	UnknownEffects  []string  `json:"unknown_effects,omitempty"` // enqueued, no parsed document in the window
+}
+
+// Report is one reconciliation.
+type Report struct {
+	Since     time.Time       `json:"since"`
+	Payers    []*Payer        `json:"payers"`
+	Files     []store.FileDay `json:"files"`
+	Dead      int             `json:"dead"`
+	Stuck     int             `json:"stuck"`
+	Divergent bool            `json:"divergent"`
+	Reasons   []string        `json:"reasons,omitempty"`
+}
+
+type summary struct {
+	TraceNumber string    `json:"trace_number"`
+	PayerID     string    `json:"payer_id"`
+	Amount      x12.Money `json:"amount"`
+	Balanced    bool      `json:"balanced"`
+}
+
+type payload struct {
+	PayerID string    `json:"payer_id"`
+	Amount  x12.Money `json:"amount"`
+}
+
+// Run reconciles since a time; rows undelivered for longer than stuckAfter
+// are stuck.
+func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter time.Duration, now time.Time) (*Report, error) {
+	f, err := r.ReconcileFacts(ctx, since, now.Add(-stuckAfter))
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	rep := &Report{Since: since, Files: f.Files, Dead: f.Dead, Stuck: f.Stuck}
+	payers := map[string]*Payer{}
+	payer := func(id string) *Payer {
+		if payers[id] == nil {
+			payers[id] = &Payer{PayerID: id}
+		}
+		return payers[id]
+	}
+	// A regenerated document is parsed twice but is one payment: count
+	// each business key once.
+	parsed := map[string]summary{}
+	for _, p := range f.Parsed {
+		var s summary
+		if err := json.Unmarshal(p.Summary, &s); err != nil || s.PayerID == "" {
+			continue
+		}
+		key := "payment:" + s.PayerID + ":" + s.TraceNumber
+		if _, seen := parsed[key]; seen {
+			continue
+		}
+		parsed[key] = s
+		py := payer(s.PayerID)
+		py.Parsed++
+		py.ParsedAmount = py.ParsedAmount.Add(s.Amount)
+		if !s.Balanced {
+			py.Unbalanced++
+		}
+	}
+	enqueued := map[string]bool{}
+	for _, e := range f.Enqueued {
+		var p payload
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			continue
+		}
+		enqueued[e.EffectKey] = true
+		py := payer(p.PayerID)
+		py.Enqueued++
+		py.EnqueuedAmount = py.EnqueuedAmount.Add(p.Amount)
+		if e.Status == store.StatusDelivered {
+			py.Delivered++
+			py.DeliveredAmount = py.DeliveredAmount.Add(p.Amount)
+		}
+		if _, ok := parsed[e.EffectKey]; !ok {
+			py.UnknownEffects = append(py.UnknownEffects, e.EffectKey)
+		}
+	}
+	for key, s := range parsed {
+		if !enqueued[key] {
+			payer(s.PayerID).MissingEffects = append(payer(s.PayerID).MissingEffects, key)
+		}
+	}
+	for _, p := range payers {
+		sort.Strings(p.MissingEffects)
+		sort.Strings(p.UnknownEffects)
+		rep.Payers = append(rep.Payers, p)
+		if len(p.MissingEffects) > 0 {
+			rep.Reasons = append(rep.Reasons, fmt.Sprintf("payer %s: %d parsed payments have no outbox row", p.PayerID, len(p.MissingEffects)))
+		}
+		if p.Parsed == p.Enqueued && !p.ParsedAmount.Equal(p.EnqueuedAmount) {
+			rep.Reasons = append(rep.Reasons, fmt.Sprintf("payer %s: parsed %s but enqueued %s", p.PayerID, p.ParsedAmount, p.EnqueuedAmount))
+		}
+	}
+	sort.Slice(rep.Payers, func(i, j int) bool { return rep.Payers[i].PayerID < rep.Payers[j].PayerID })
+	if f.Dead > 0 {
+		rep.Reasons = append(rep.Reasons, fmt.Sprintf("%d dead-lettered rows", f.Dead))
+	}
+	if f.Stuck > 0 {
+		rep.Reasons = append(rep.Reasons, fmt.Sprintf("%d rows undelivered for more than %s", f.Stuck, stuckAfter))
+	}
+	sort.Strings(rep.Reasons)
+	rep.Divergent = len(rep.Reasons) > 0
+	return rep, nil
+}
+
+// Print writes the report as tables.
+func (r *Report) Print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "since %s\n\nSOURCE\tDAY\tSTATUS\tFILES\n", r.Since.Format(time.RFC3339))
+	for _, f := range r.Files {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", f.Source, f.Day, f.Status, f.Files)
+	}
+	fmt.Fprintf(tw, "\nPAYER\tPARSED\tAMOUNT\tENQUEUED\tAMOUNT\tDELIVERED\tAMOUNT\tUNBALANCED\n")
+	for _, p := range r.Payers {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%s\t%d\n", p.PayerID, p.Parsed, p.ParsedAmount, p.Enqueued,
+			p.EnqueuedAmount, p.Delivered, p.DeliveredAmount, p.Unbalanced)
+	}
+	fmt.Fprintf(tw, "\ndead rows\t%d\nstuck rows\t%d\n", r.Dead, r.Stuck)
+	if r.Divergent {
+		fmt.Fprintln(tw, "\nDIVERGENT:")
+		for _, reason := range r.Reasons {
+			fmt.Fprintf(tw, "  %s\n", reason)
+		}
+	} else {
+		fmt.Fprintln(tw, "\nno divergence")
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,70 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/x12"
+)
+
+func TestReconcile(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Migrate(ctx)
+	for _, f := range []string{"835_canonical.x12", "835_regenerated.x12", "835_crlf.x12"} {
+		if _, err := storetest.Ingest(t, st, f, storetest.Fixture(t, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := bytes.Replace(storetest.Fixture(t, "835_canonical.x12"), []byte("EFT0001"), []byte("EFT0002"), 1)
+	other = bytes.ReplaceAll(other, []byte("000000101"), []byte("000000301"))
+	storetest.Ingest(t, st, "other.835", other)
+	now := time.Date(2026, 11, 30, 12, 30, 0, 0, time.UTC)
+	since := now.Add(-24 * time.Hour)
+
+	rep, err := Run(ctx, st, since, time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergent || len(rep.Payers) != 1 {
+		t.Fatalf("fresh ingest: %+v %v", rep, rep.Reasons)
+	}
+	p := rep.Payers[0]
+	// A regenerated copy is one payment; the re-sent copy is a duplicate.
+	if p.PayerID != "1512345678" || p.Parsed != 2 || p.Enqueued != 2 || !p.ParsedAmount.Equal(x12.MustMoney("300")) ||
+		!p.EnqueuedAmount.Equal(p.ParsedAmount) || p.Delivered != 0 {
+		t.Errorf("payer %+v", p)
+	}
+	// An hour and more later, undelivered rows are stuck.
+	late, _ := Run(ctx, st, since, time.Hour, now.Add(2*time.Hour))
+	if !late.Divergent || late.Stuck == 0 {
+		t.Errorf("stuck rows not reported: %+v", late)
+	}
+	// A dead row and a lost outbox row are divergences.
+	rows, _ := st.Claim(ctx, now, []string{"ledger"}, 1, time.Minute)
+	st.Dead(ctx, rows[0].ID, rows[0].LeaseToken, now, 400, "x")
+	st.DB().Exec("DELETE FROM outbox WHERE effect_key = 'payment:1512345678:EFT0002'")
+	rep, _ = Run(ctx, st, since, time.Hour, now)
+	if !rep.Divergent || rep.Dead != 1 || len(rep.Payers[0].MissingEffects) != 1 {
+		t.Fatalf("%+v", rep)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	if !strings.Contains(out.String(), "1 parsed payments have no outbox row") || !strings.Contains(out.String(), "1 dead-lettered rows") {
+		t.Errorf("printed:\n%s", out.String())
+	}
+	if rep.Files[0].Source != "test" || rep.Files[0].Status != string(store.FileIngested) || rep.Files[0].Files != 4 {
+		t.Errorf("files %+v", rep.Files)
+	}
+}

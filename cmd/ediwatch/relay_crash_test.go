@@ -450,6 +450,30 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if out, err := command(t, "reconcile", "--config", cfg).CombinedOutput(); err != nil {
 		t.Errorf("reconcile: %v\n%s", err, out)
 	}
+	// The poller's series, and the whole scrape through promtool.
+	var addr string
+	for _, line := range bytes.Split(logs.Bytes(), []byte("\n")) {
+		if i := bytes.Index(line, []byte(`"http":"`)); i >= 0 {
+			addr = string(line[i+8 : i+8+bytes.IndexByte(line[i+8:], '"')])
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, name := range []string{`ediwatch_files_listed_total{source="acme-era"}`, `ediwatch_files_downloaded_total{source="acme-era"} 4`,
+		`ediwatch_files_skipped_total{reason="unstable",source="acme-era"}`, `ediwatch_poll_duration_seconds_bucket{source="acme-era"`,
+		`ediwatch_poll_errors_total{source="acme-era",stage="list"} 0`, `ediwatch_transaction_sets_total{outcome="business_duplicate"} 1`,
+		`ediwatch_transaction_sets_total{outcome="duplicate"} 1`, `ediwatch_transaction_sets_total{outcome="conflict"} 1`,
+		`ediwatch_deliveries_total{outcome="delivered",sink="ledger"}`, `ediwatch_delivery_duration_seconds_bucket{sink="acks"`,
+		`ediwatch_files_post_processed_total{action="move",source="acme-era"} 4`} {
+		if !bytes.Contains(body, []byte(name)) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	checkMetrics(t, body)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)

@@ -338,6 +338,14 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate) Stats {
 	corr := store.NewCorrelationID()
 	log := p.log.With(zap.String("path", e.Path), zap.String("correlation_id", corr))
 	spool, sum, n, err := p.download(ctx, e)
+	if errors.Is(err, os.ErrNotExist) {
+		// Deleted between the listing and the download (by the partner or
+		// another replica's post-processing): nothing to take, no failure.
+		st.Skipped++
+		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "vanished").Inc()
+		log.Info("file vanished before download")
+		return st
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return st

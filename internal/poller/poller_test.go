@@ -343,3 +343,28 @@ func TestSpoolFilesNeverLinger(t *testing.T) {
 		t.Errorf("spool holds %d files", len(names))
 	}
 }
+
+// vanishing deletes a file just before it is opened: deleted between the
+// listing and the download.
+type vanishing struct{ poller.Source }
+
+func (v vanishing) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	os.Remove(p)
+	return v.Source.Open(ctx, p)
+}
+
+func TestFileDeletedBetweenListingAndDownload(t *testing.T) {
+	dir := t.TempDir()
+	put(t, dir, "a.835", storetest.Fixture(t, "835_canonical.x12"))
+	h := newHarness(t, vanishing{local.Source{}}, []string{dir}, nil)
+	h.poll(t)
+	if st := h.poll(t); st.Failed != 0 || st.Skipped != 1 || st.Ingested != 0 {
+		t.Fatalf("%+v", st)
+	}
+	if got := testutil.ToFloat64(h.m.FilesSkipped.WithLabelValues("acme", "vanished")); got != 1 {
+		t.Errorf("vanished = %v", got)
+	}
+	if c := h.counts(t); len(c.Files) != 0 {
+		t.Errorf("a vanished file was recorded: %+v", c.Files)
+	}
+}

@@ -1,0 +1,178 @@
+// Command report turns the output of ediwatch's benchmarks (go test
+// -bench, on standard input) into bench/RESULTS.md: one table of figures
+// beside their baselines, each goal and whether it is met. bench/run runs
+// it.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// results maps "package/Benchmark" to metric to value.
+type results map[string]map[string]float64
+
+func parse(r io.Reader) results {
+	res := results{}
+	pkg := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = p[strings.LastIndex(p, "/")+1:]
+			continue
+		}
+		if !strings.HasPrefix(line, "Benchmark") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		name := strings.TrimSuffix(f[0], "-"+strconv.Itoa(runtime.NumCPU()))
+		if i := strings.LastIndex(name, "-"); i > 0 {
+			if _, err := strconv.Atoi(name[i+1:]); err == nil {
+				name = name[:i]
+			}
+		}
+		m := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				m[f[i+1]] = v
+			}
+		}
+		res[pkg+"/"+name] = m
+	}
+	return res
+}
+
+type row struct {
+	what, figure, goal string
+	met                string
+}
+
+func (r results) get(key, metric string) (float64, bool) {
+	m, ok := r[key]
+	if !ok {
+		return 0, false
+	}
+	v, ok := m[metric]
+	return v, ok
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**not met**"
+}
+
+func rows(r results) []row {
+	var out []row
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	if v, ok := r.get("envelope/BenchmarkParseVsSHA256", "ratio-vs-sha256"); ok {
+		p, _ := r.get("envelope/BenchmarkParseVsSHA256", "parse-MB/s")
+		s, _ := r.get("envelope/BenchmarkParseVsSHA256", "sha256-MB/s")
+		a, _ := r.get("envelope/BenchmarkParseVsSHA256", "allocs/segment")
+		out = append(out, row{"parse + keys + content hash of a 117 MB 835 vs crypto/sha256",
+			fmt.Sprintf("%.0f vs %.0f MB/s = **%.2f**; %.4f allocs/segment", p, s, v, a), "≥ 0.5", verdict(v >= 0.5)})
+	}
+	a, okA := r.get("envelope/BenchmarkPeakHeap/16MB", "peak-heap-MB")
+	b, okB := r.get("envelope/BenchmarkPeakHeap/256MB", "peak-heap-MB")
+	if okA && okB {
+		out = append(out, row{"reader peak heap, 16 MB vs 256 MB input", fmt.Sprintf("%.1f vs %.1f MB", a, b),
+			"independent of size", verdict(b < 2*a+2)})
+	}
+	if v, ok := r.get("process/BenchmarkDocuments835", "ratio-vs-envelope"); ok {
+		c, _ := r.get("process/BenchmarkDocuments835", "claims/s")
+		d, _ := r.get("process/BenchmarkDocuments835", "doc-MB/s")
+		al, _ := r.get("process/BenchmarkDocuments835", "allocs/claim")
+		out = append(out, row{"835 documents (60 MB, 100,000 claims) vs envelope only",
+			fmt.Sprintf("%.0f MB/s, %.0f claims/s, ratio %.3f, %.0f allocs/claim", d, c, v, al), "—", "—"})
+	}
+	for _, drv := range []string{"postgres", "sqlite"} {
+		key := drv + "/BenchmarkIngestVsBareCommit"
+		if _, ok := r[key]; !ok {
+			continue
+		}
+		var parts []string
+		met := true
+		for _, w := range []string{"1w", "4w", "16w"} {
+			in, _ := r.get(key, "ingests/s-"+w)
+			bare, _ := r.get(key, "bare-commits/s-"+w)
+			ratio, _ := r.get(key, "ratio-"+w)
+			parts = append(parts, fmt.Sprintf("%s: %.0f vs %.0f = **%.2f**", w, in, bare, ratio))
+			met = met && ratio >= 0.6
+		}
+		out = append(out, row{drv + ": ingests/s of a one-set 835 vs bare INSERT+COMMIT", strings.Join(parts, "; "), "≥ 0.6", verdict(met)})
+	}
+	if v, ok := r.get("poller/BenchmarkSteadyStatePoll20k", "ratio"); ok {
+		p, _ := r.get("poller/BenchmarkSteadyStatePoll20k", "poll-ms")
+		l, _ := r.get("poller/BenchmarkSteadyStatePoll20k", "sftp-ls-l-ms")
+		out = append(out, row{"steady-state poll of 20,000 ingested files vs OpenSSH sftp ls -l",
+			fmt.Sprintf("%s vs %s ms = **%.2f**", f(p), f(l), v), "≤ 1.5", verdict(v <= 1.5)})
+	}
+	if v, ok := r.get("poller/BenchmarkIngestNew2000", "ratio"); ok {
+		e, _ := r.get("poller/BenchmarkIngestNew2000", "ediwatch-s")
+		s, _ := r.get("poller/BenchmarkIngestNew2000", "sftp-get-s")
+		out = append(out, row{"2,000 new 835s downloaded, parsed, committed to PostgreSQL vs sftp get",
+			fmt.Sprintf("%.2f vs %.2f s = **%.2f**", e, s, v), "≤ 3", verdict(v <= 3)})
+	}
+	if v, ok := r.get("poller/BenchmarkPeakRSS200MB", "peak-rss-MB"); ok {
+		size, _ := r.get("poller/BenchmarkPeakRSS200MB", "file-MB")
+		out = append(out, row{fmt.Sprintf("peak RSS ingesting one %.0f MB 835 over SFTP into PostgreSQL", size),
+			fmt.Sprintf("**%.1f MB**", v), "< 128 MB", verdict(v < 128)})
+	}
+	if v, ok := r.get("relay/BenchmarkRelayVsPgbench", "ratio"); ok {
+		d, _ := r.get("relay/BenchmarkRelayVsPgbench", "deliveries/s")
+		tps, _ := r.get("relay/BenchmarkRelayVsPgbench", "pgbench-N-tps")
+		out = append(out, row{"relay deliveries/s, 8 workers, vs pgbench -N, 8 clients",
+			fmt.Sprintf("%.0f vs %.0f = **%.2f**", d, tps, v), "≥ 1.0", verdict(v >= 1)})
+		p50, _ := r.get("relay/BenchmarkRelayVsPgbench", "notify-p50-ms")
+		p99, _ := r.get("relay/BenchmarkRelayVsPgbench", "notify-p99-ms")
+		out = append(out, row{"commit-to-POST latency with LISTEN/NOTIFY, idle relay",
+			fmt.Sprintf("p50 %.1f ms, p99 **%.1f ms**", p50, p99), "p99 < 100 ms", verdict(p99 < 100)})
+	}
+	return out
+}
+
+func sh(name string, args ...string) string {
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func main() {
+	r := parse(os.Stdin)
+	cpu := "unknown"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "# ediwatch benchmark results\n\nWritten by `bench/run` on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "Machine: %d cores (%s), %s memory, %s; PostgreSQL %s with fsync on; OpenSSH %s.\n\n",
+		runtime.NumCPU(), cpu, sh("sh", "-c", "free -h | awk '/Mem:/{print $2}'"), runtime.Version(),
+		sh("sh", "-c", "ls /usr/lib/postgresql | sort -n | tail -1"), sh("sh", "-c", "ssh -V 2>&1 | cut -d, -f1"))
+	fmt.Fprintf(w, "Every figure is measured beside its baseline in the same run. Reproduce with `bench/run`.\n\n")
+	fmt.Fprintf(w, "| benchmark | figure | goal | |\n| --- | --- | --- | --- |\n")
+	for _, x := range rows(r) {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", x.what, x.figure, x.goal, x.met)
+	}
+	fmt.Fprintf(w, "\nWhere a goal is not met, README.md (Performance) says by how much and why.\n")
+}

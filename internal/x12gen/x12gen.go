@@ -96,8 +96,8 @@ func (r Remit) Write(w io.Writer) (segments int, err error) {
 	set := 0
 	for ix := 0; ix < r.Interchanges; ix++ {
 		ctl := r.Control + ix
-		isa := fmt.Sprintf("ISA*00*          *00*          *ZZ*%-15s*ZZ*%-15s*261130*0930*%c*00501*%09d*0*P*:",
-			r.Sender, r.Receiver, r.Repetition, ctl)
+		isa := fmt.Sprintf("ISA*00*          *00*          *ZZ*%-15s*ZZ*%-15s*261130*0930*%c*00501*%09d*0*P*%c",
+			r.Sender, r.Receiver, r.Repetition, ctl, r.Component)
 		s.seg("%s", isa)
 		s.seg("GS*HP*%s*%s*20261130*0930*%d*X*005010X221A1", r.Sender, r.Receiver, ctl)
 		for st := 1; st <= r.SetsPerGroup; st++ {

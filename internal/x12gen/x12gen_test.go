@@ -25,3 +25,17 @@ func TestGeneratedFilesAreValid(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherDelimitersKeySame: the same remittance written with other
+// delimiters and line endings keys and hashes the same.
+func TestOtherDelimitersKeySame(t *testing.T) {
+	var a, b bytes.Buffer
+	Remit{Control: 7, Trace: "T"}.Write(&a)
+	Remit{Control: 7, Trace: "T", Element: '|', Component: '>', Repetition: '!', Segment: '}', EOL: "\r\n"}.Write(&b)
+	fa, _ := envelope.Parse(bytes.NewReader(a.Bytes()), envelope.Options{})
+	fb, _ := envelope.Parse(bytes.NewReader(b.Bytes()), envelope.Options{})
+	if !fb.Valid() || fa.Keys()[0] != fb.Keys()[0] ||
+		fa.Interchanges[0].Groups[0].Sets[0].HashHex() != fb.Interchanges[0].Groups[0].Sets[0].HashHex() {
+		t.Errorf("keys %v %v, errors %v", fa.Keys(), fb.Keys(), fb.AllErrors())
+	}
+}

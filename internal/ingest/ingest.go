@@ -77,6 +77,8 @@ func File(ctx context.Context, opts Options, f store.FileInfo, r io.ReadSeeker) 
 				if err != nil {
 					return err
 				}
+				// Quarantined content is not acknowledged as accepted.
+				e.UnlessConflictIn = it.Ack.Answers
 				return ing.AddAck(ctx, e)
 			}
 			return nil

@@ -12,6 +12,8 @@ package process
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +41,9 @@ type Effect struct {
 	Key         string
 	OrderingKey string
 	Payload     json.RawMessage
+	// Answers is, for an acknowledgment, the envelope key prefix of the
+	// sets it answers.
+	Answers string
 }
 
 // Status is what processing decided for a set.
@@ -127,6 +132,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	rd := envelope.NewReader(r, opts)
 	ixIndex, groupIndex := 0, 0
 	var results []ack.SetResult
+	var groupHashes []string
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -150,6 +156,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			}
 			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG)
 			results = append(results, res)
+			groupHashes = append(groupHashes, set.ContentHash)
 			if err := emit(Item{Set: set}); err != nil {
 				return nil, err
 			}
@@ -160,12 +167,13 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 				if err != nil {
 					return nil, err
 				}
-				eff := ackEffect(KindAck999, "ack999:"+g.Key(), rd.Interchange(), x, g.Key())
+				eff := ackEffect(KindAck999, "ack999:"+g.Key()+":"+groupDigest(groupHashes), rd.Interchange(), x, g.Key())
 				if err := emit(Item{Ack: &eff}); err != nil {
 					return nil, err
 				}
 			}
 			results = results[:0]
+			groupHashes = groupHashes[:0]
 			groupIndex++
 		case envelope.KindInterchangeEnd:
 			ix := verdictIX // the complete interchange, trailer errors included
@@ -184,6 +192,18 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 		}
 	}
 	return summary, nil
+}
+
+// groupDigest names a group's content: the 999's business key carries it,
+// so a re-sent group with the same content is acknowledged once, while a
+// corrected group re-sent under the same control numbers (after a
+// rejection) gets its own 999.
+func groupDigest(hashes []string) string {
+	h := sha256.New()
+	for _, x := range hashes {
+		h.Write([]byte(x))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // onlyAcks reports whether an interchange carries acknowledgments alone
@@ -278,7 +298,7 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 }
 
 func ackEffect(kind, key string, ix *envelope.Interchange, x []byte, answers string) Effect {
-	return Effect{Kind: kind, Key: key, OrderingKey: "acks:" + ix.Sender(),
+	return Effect{Kind: kind, Key: key, OrderingKey: "acks:" + ix.Sender(), Answers: answers + ":",
 		Payload: mustJSON(AckEvent{Answers: answers, Partner: ix.Sender(), X12: string(x)})}
 }
 

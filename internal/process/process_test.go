@@ -197,7 +197,7 @@ func TestEveryAckReadsBackValid(t *testing.T) {
 			switch a.Kind {
 			case KindAck999:
 				n999++
-				for gi < len(groups) && "ack999:"+groups[gi].Key() != a.Key {
+				for gi < len(groups) && !strings.HasPrefix(a.Key, "ack999:"+groups[gi].Key()+":") {
 					gi++
 				}
 				if gi == len(groups) {
@@ -308,5 +308,20 @@ func TestAcksAreNeverAcknowledged(t *testing.T) {
 		if r := run(t, data); len(r.acks) != 0 {
 			t.Errorf("%s: acknowledged an acknowledgment: %v", name, r.acks)
 		}
+	}
+}
+
+// TestCorrectedResendIsAcknowledged: a group rejected once and re-sent
+// corrected under the same control numbers gets its own 999; the same
+// content re-sent gets the same 999 key, so it is acknowledged once.
+func TestCorrectedResendIsAcknowledged(t *testing.T) {
+	bad := run(t, readFixture(t, "err_se01_count.x12"))
+	good := run(t, readFixture(t, "835_canonical.x12"))
+	again := run(t, readFixture(t, "835_crlf.x12"))
+	if bad.acks[0].Key == good.acks[0].Key {
+		t.Error("the corrected group's 999 shares the rejected one's key")
+	}
+	if good.acks[0].Key != again.acks[0].Key {
+		t.Error("the same group re-sent got another 999 key")
 	}
 }

@@ -68,6 +68,10 @@ type Effect struct {
 	OrderingKey string          `json:"ordering_key"`
 	Sink        string          `json:"sink"`
 	Payload     json.RawMessage `json:"payload"`
+	// UnlessConflictIn, for an acknowledgment, is the key prefix of the
+	// sets it answers: it is not inserted when one of them was a key
+	// conflict in the same ingestion (quarantined content is not accepted).
+	UnlessConflictIn string `json:"-"`
 }
 
 // SetRecord is one transaction set to claim.

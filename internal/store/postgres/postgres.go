@@ -214,11 +214,14 @@ func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int6
 
 const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
 	next_attempt_at, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, '', $5, $6, $7, $7, $7)
+	SELECT $1, $2, $3, $4, '', $5, $6, $7, $7, $7
+	WHERE $8 = '' OR NOT EXISTS (SELECT 1 FROM sighting WHERE kind = 'conflict' AND correlation_id = $5
+	                             AND substr(key, 1, length($8)) = $8)
 	ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key`
 
 func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
-	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now)
+	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now,
+		e.UnlessConflictIn)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
 	in.bytes += len(e.Payload) + 200
 	return in.maybeFlush(ctx)

@@ -57,9 +57,19 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	db.SetMaxOpenConns(8)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	// Processes opening a new file at once race to switch it to WAL, which
+	// the busy timeout does not cover: retry briefly.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) || ctx.Err() != nil {
+			db.Close()
+			return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	return &Store{db: db}, nil
 }
@@ -273,6 +283,17 @@ func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int6
 func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
 	if err := in.begin(ctx); err != nil {
 		return err
+	}
+	if e.UnlessConflictIn != "" {
+		var conflicts int
+		if err := in.tx.QueryRowContext(ctx, `SELECT count(*) FROM sighting WHERE kind = 'conflict'
+			AND correlation_id = ? AND substr(key, 1, length(?)) = ?`,
+			in.f.CorrelationID, e.UnlessConflictIn, e.UnlessConflictIn).Scan(&conflicts); err != nil {
+			return fmt.Errorf("ingest: ack %s: %w", e.Key, err)
+		}
+		if conflicts > 0 {
+			return nil
+		}
 	}
 	key, err := in.insertEffect(ctx, e, "")
 	if key != "" {

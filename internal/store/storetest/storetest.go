@@ -214,9 +214,11 @@ func testKeyConflict(t *testing.T, s store.Store) {
 	if r.Count(store.Conflict) != 1 {
 		t.Fatalf("changed content under the same key: %+v", r.Sets)
 	}
+	// The conflicting copy posts nothing and gets no 999: its content was
+	// quarantined, not accepted.
 	c := counts(t, s)
-	if c.Sightings["conflict"] != 1 || c.Inbox["processed"] != 1 || c.Outbox["pending"] != 2 {
-		t.Errorf("counts %+v", c)
+	if c.Sightings["conflict"] != 1 || c.Inbox["processed"] != 1 || c.Outbox["pending"] != 2 || len(r.AckKeys) != 0 {
+		t.Errorf("counts %+v, acks %v", c, r.AckKeys)
 	}
 }
 
@@ -232,6 +234,11 @@ func testRejectedReclaimed(t *testing.T, s store.Store) {
 	fixed := mustIngest(t, s, "fixed.835", Fixture(t, "835_canonical.x12"))
 	if fixed.Count(store.Processed) != 1 || fixed.Sets[0].Key != r.Sets[0].Key || len(fixed.Sets[0].EffectKeys) != 1 {
 		t.Errorf("corrected copy of a rejected key: %+v", fixed.Sets)
+	}
+	// The corrected group gets its own 999, accepting what the first one
+	// rejected.
+	if len(fixed.AckKeys) != 1 || fixed.AckKeys[0] == r.AckKeys[0] {
+		t.Errorf("999 of the corrected copy: %v (rejected copy's: %v)", fixed.AckKeys, r.AckKeys)
 	}
 	if c := counts(t, s); c.Inbox["processed"] != 1 || c.Inbox["rejected"] != 0 {
 		t.Errorf("counts %+v", c)

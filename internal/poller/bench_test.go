@@ -22,6 +22,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/source/sftp"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
+	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -36,19 +37,7 @@ type benchEnv struct {
 
 func newBenchEnv(b *testing.B) *benchEnv {
 	sshd := testenv.OpenSSH(b)
-	ctx := context.Background()
-	schema := fmt.Sprintf("bench_%d", time.Now().UnixNano())
-	st, err := postgres.Open(ctx, testenv.PostgresURL(b), postgres.Options{Schema: schema})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		st.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		st.Close()
-	})
-	if err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
+	st := pgtest.New(b, postgres.Options{})
 	drop, err := os.MkdirTemp(sshd.Drop, "bench-")
 	if err != nil {
 		b.Fatal(err)

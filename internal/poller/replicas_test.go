@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
@@ -20,6 +19,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/source/sftp"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
+	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -32,20 +32,8 @@ import (
 // downloaded about once each.
 func TestThreeReplicasOnePostgresOneSFTP(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
-	pgURL := testenv.PostgresURL(t)
 	ctx := context.Background()
-	schema := fmt.Sprintf("replicas_%d", time.Now().UnixNano())
-	st, err := postgres.Open(ctx, pgURL, postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		st.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		st.Close()
-	}()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := pgtest.New(t, postgres.Options{})
 	drop, err := os.MkdirTemp(sshd.Drop, "replicas-")
 	if err != nil {
 		t.Fatal(err)

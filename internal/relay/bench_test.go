@@ -21,6 +21,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/relay"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
+	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 )
@@ -58,18 +59,7 @@ func pgbenchTPS(b *testing.B, url string, clients int, d time.Duration) float64 
 func BenchmarkRelayVsPgbench(b *testing.B) {
 	url := testenv.PostgresURL(b)
 	ctx := context.Background()
-	schema := fmt.Sprintf("relaybench_%d", time.Now().UnixNano())
-	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 20})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		st.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		st.Close()
-	}()
-	if err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
+	st := pgtest.New(b, postgres.Options{MaxConns: 20})
 	const rows = 20000
 	payload := []byte(`{"amount":"150.00"}`)
 	now := time.Now().UTC()

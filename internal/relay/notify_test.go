@@ -2,12 +2,10 @@ package relay_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -15,8 +13,8 @@ import (
 	"github.com/ediwatch/ediwatch/internal/relay"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
+	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
-	"github.com/ediwatch/ediwatch/internal/testenv"
 )
 
 // TestNotifyWakesTheRelay: with a one-minute idle poll, only LISTEN/NOTIFY
@@ -24,22 +22,13 @@ import (
 func TestNotifyWakesTheRelay(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	schema := fmt.Sprintf("notify_%d", time.Now().UnixNano())
-	st, err := postgres.Open(ctx, testenv.PostgresURL(t), postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := pgtest.New(t, postgres.Options{})
 	stopped := make(chan struct{}, 2)
 	defer func() {
-		cancel() // the listener and relay let go of their connections
+		cancel() // the listener and relay let go of their connections before the store closes
 		<-stopped
 		<-stopped
-		st.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		st.Close()
 	}()
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	delivered := make(chan time.Time, 4)
 	rc := newReceiver(t, func(int) (int, http.Header) {
 		delivered <- time.Now()

@@ -76,6 +76,10 @@ cleanup() {
 		kill "$sshd_pid" 2>/dev/null || true
 		wait "$sshd_pid" 2>/dev/null || true
 	fi
+	# A chaos run may have restarted sshd under another pid.
+	if [ -f "$tmp/ssh/sshd.pid" ]; then
+		kill "$(cat "$tmp/ssh/sshd.pid")" 2>/dev/null || true
+	fi
 	rm -rf "$tmp"
 	exit "$rc"
 }
@@ -138,5 +142,10 @@ export EDIWATCH_TEST_SSHD_USER="$sftp_user"
 export EDIWATCH_TEST_SSHD_KEY="$tmp/ssh/client_ed25519"
 export EDIWATCH_TEST_SSHD_KNOWN_HOSTS="$tmp/ssh/known_hosts"
 export EDIWATCH_TEST_SSHD_DROP="$tmp/drop"
+# For a chaos run that owns these services: how to restart them.
+export EDIWATCH_TEST_SSHD_CONFIG="$tmp/ssh/sshd_config"
+export EDIWATCH_TEST_PG_DATA="$tmp/pg"
+export EDIWATCH_TEST_PG_BIN="$pg_bin"
+export EDIWATCH_TEST_PG_LOG="$tmp/pgsock/pg.log"
 log "sshd on 127.0.0.1:$ssh_port (drop $tmp/drop)"
 

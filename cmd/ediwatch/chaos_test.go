@@ -67,14 +67,15 @@ func (c *chaosReceiver) count(status int) {
 	c.mu.Unlock()
 }
 
-// TestChaosShort: three replicas on one PostgreSQL poll two directories of
+// TestChaos (short form in the README test command; test/chaos runs it
+// with restarts and for as long as asked): three replicas on one PostgreSQL poll two directories of
 // an OpenSSH drop holding every kind of repetition and some malformed and
 // poison files, while a random replica is SIGKILLed and restarted every
 // 1.5 s, the receiver fails a share of requests and goes down for a window,
 // and a file grows across polls. Verdict: every unique payment and group
 // acknowledged once by Idempotency-Key, the malformed rejected, exactly the
 // poison cases dead, nothing lost.
-func TestChaosShort(t *testing.T) {
+func TestChaos(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
 	rec := &chaosReceiver{effects: map[string]bool{}, requests: map[string]int{}, faults: map[int]int{}}
 	srv := httptest.NewServer(rec)
@@ -99,45 +100,60 @@ func TestChaosShort(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const unique = 150
-	for i := 0; i < unique; i++ {
-		data := remit(x12gen.Remit{Control: 20000 + i, Trace: fmt.Sprintf("CH%d-", i), EOL: "\n"})
-		put(dirA, fmt.Sprintf("era-%03d.835", i), data)
-		switch {
-		case i < 30:
-			put(dirA, fmt.Sprintf("resent-%03d.835", i), data) // the same file under another name
-		case i < 60:
-			put(dirB, fmt.Sprintf("era-%03d.835", i), data) // a copy landing in the other directory
-		case i < 80:
-			put(dirB, fmt.Sprintf("pipes-%03d.835", i), remit(x12gen.Remit{Control: 20000 + i, Trace: fmt.Sprintf("CH%d-", i),
-				Element: '|', Component: '>', Repetition: '!', Segment: '}', EOL: "\r\n"})) // other delimiters
-		case i < 100:
-			put(dirB, fmt.Sprintf("regenerated-%03d.835", i), remit(x12gen.Remit{Control: 30000 + i, Trace: fmt.Sprintf("CH%d-", i)}))
-		}
-	}
+	// wave writes one wave of the workload, numbered w: 150 unique 835s with
+	// every kind of repetition, malformed and poison files, 837s and a file
+	// that grows across polls.
 	seBad := regexp.MustCompile(`SE\*\d+\*`)
-	for i := 0; i < 10; i++ {
-		put(dirA, fmt.Sprintf("malformed-%d.835", i), seBad.ReplaceAll(remit(x12gen.Remit{Control: 40000 + i, Trace: fmt.Sprintf("BAD%d-", i)}), []byte("SE*1*")))
-	}
-	for i := 0; i < 3; i++ {
-		put(dirB, fmt.Sprintf("poison-%d.835", i), remit(x12gen.Remit{Control: 50000 + i, Trace: fmt.Sprintf("POISON%d-", i)}))
-	}
-	for i := 0; i < 10; i++ {
-		var b bytes.Buffer
-		x12gen.Claims{Control: 60000 + i, Claims: 2, IDPrefix: fmt.Sprintf("C%d-", i)}.Write(&b)
-		put(dirA, fmt.Sprintf("claims-%d.x12", i), b.Bytes())
-	}
-	growing := remit(x12gen.Remit{Control: 70000, Trace: "GROW-", ClaimsPerSet: 50})
-	put(dirA, "growing.835", growing[:100])
-	go func() {
-		for n := 100; n < len(growing); n += len(growing) / 8 {
-			time.Sleep(300 * time.Millisecond)
-			f, _ := os.OpenFile(filepath.Join(dirA, "growing.835"), os.O_WRONLY|os.O_APPEND, 0)
-			f.Write(growing[n:min(n+len(growing)/8, len(growing))])
-			f.Close()
+	wave := func(w int) {
+		o := w * 100000
+		p := fmt.Sprintf("w%d-", w)
+		const unique = 150
+		for i := 0; i < unique; i++ {
+			trace := fmt.Sprintf("CH%d-%d-", w, i)
+			data := remit(x12gen.Remit{Control: o + 20000 + i, Trace: trace, EOL: "\n"})
+			put(dirA, fmt.Sprintf("%sera-%03d.835", p, i), data)
+			switch {
+			case i < 30:
+				put(dirA, fmt.Sprintf("%sresent-%03d.835", p, i), data) // the same file under another name
+			case i < 60:
+				put(dirB, fmt.Sprintf("%sera-%03d.835", p, i), data) // a copy landing in the other directory
+			case i < 80:
+				put(dirB, fmt.Sprintf("%spipes-%03d.835", p, i), remit(x12gen.Remit{Control: o + 20000 + i, Trace: trace,
+					Element: '|', Component: '>', Repetition: '!', Segment: '}', EOL: "\r\n"})) // other delimiters
+			case i < 100:
+				put(dirB, fmt.Sprintf("%sregenerated-%03d.835", p, i), remit(x12gen.Remit{Control: o + 30000 + i, Trace: trace}))
+			}
 		}
-	}()
-
+		for i := 0; i < 10; i++ {
+			put(dirA, fmt.Sprintf("%smalformed-%d.835", p, i), seBad.ReplaceAll(remit(x12gen.Remit{Control: o + 40000 + i,
+				Trace: fmt.Sprintf("BAD%d-%d-", w, i)}), []byte("SE*1*")))
+		}
+		for i := 0; i < 3; i++ {
+			put(dirB, fmt.Sprintf("%spoison-%d.835", p, i), remit(x12gen.Remit{Control: o + 50000 + i, Trace: fmt.Sprintf("POISON%d-%d-", w, i)}))
+		}
+		for i := 0; i < 10; i++ {
+			var b bytes.Buffer
+			x12gen.Claims{Control: o + 60000 + i, Claims: 2, IDPrefix: fmt.Sprintf("C%d-%d-", w, i)}.Write(&b)
+			put(dirA, fmt.Sprintf("%sclaims-%d.x12", p, i), b.Bytes())
+		}
+		growing := remit(x12gen.Remit{Control: o + 70000, Trace: fmt.Sprintf("GROW%d-", w), ClaimsPerSet: 50})
+		put(dirA, p+"growing.835", growing[:100])
+		go func() {
+			for n := 100; n < len(growing); n += len(growing) / 8 {
+				time.Sleep(300 * time.Millisecond)
+				f, _ := os.OpenFile(filepath.Join(dirA, p+"growing.835"), os.O_WRONLY|os.O_APPEND, 0)
+				f.Write(growing[n:min(n+len(growing)/8, len(growing))])
+				f.Close()
+			}
+		}()
+	}
+	// Per wave: 274 files; 151 payments, 20 claims and 194 999s
+	// delivered; 3 poison payments dead; 10 sets rejected; 80 duplicates,
+	// 20 business duplicates.
+	const filesPerWave, deliveredPerWave, deadPerWave = 274, 151 + 20 + 194, 3
+	long, _ := time.ParseDuration(os.Getenv("EDIWATCH_CHAOS_DURATION"))
+	waves := 1
+	wave(0)
 	cfg, connect := pgSchemaConfig(t, srv.URL, fmt.Sprintf(`sources:
   - name: chaos
     type: sftp
@@ -182,12 +198,32 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
 		time.Sleep(3 * time.Second)
 		rec.down.Store(false)
 	}()
-	files := unique + 30 + 30 + 20 + 20 + 10 + 3 + 10 + 1
-	// 151 payments, 20 claims and 194 999s delivered; 3 poison payments dead.
-	const wantDelivered, wantDead = 151 + 20 + 194, 3
-	waitFor(t, "the chaos run to settle", 150*time.Second, func() bool {
+	// Restarts of PostgreSQL and sshd, when this run owns them (test/chaos).
+	restarts := os.Getenv("EDIWATCH_CHAOS_RESTARTS") == "1"
+	var restarted atomic.Int32
+	if restarts {
+		go func() {
+			time.Sleep(4 * time.Second)
+			restartSSHD(t)
+			restarted.Add(1)
+			time.Sleep(4 * time.Second)
+			restartPostgres(t)
+			restarted.Add(1)
+		}()
+	}
+	start := time.Now()
+	for time.Since(start) < long {
+		waitFor(t, fmt.Sprintf("wave %d to settle", waves), 300*time.Second, func() bool {
+			st := outboxStatus(t, connect)
+			return st["delivered"] == waves*deliveredPerWave && st["dead"] == waves*deadPerWave
+		})
+		wave(waves)
+		waves++
+	}
+	waitFor(t, "the chaos run to settle", 300*time.Second, func() bool {
 		st := outboxStatus(t, connect)
-		return st["delivered"] == wantDelivered && st["dead"] == wantDead
+		return st["delivered"] == waves*deliveredPerWave && st["dead"] == waves*deadPerWave &&
+			(!restarts || restarted.Load() == 2)
 	})
 	close(stop)
 	<-chaosDone
@@ -225,22 +261,52 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
 	}
 	var poisonDead int
 	c.QueryRow(t.Context(), "SELECT count(*) FROM outbox WHERE status = 'dead' AND effect_key LIKE '%POISON%'").Scan(&poisonDead)
-	table := fmt.Sprintf(`chaos verdict (short form)
+	files := waves * filesPerWave
+	table := fmt.Sprintf(`chaos verdict (%d waves, %s, restarts of sshd and PostgreSQL: %d)
   files in the drop                 %d, ingested %d
   replica SIGKILLs                  %d
   receiver faults                   %d x 500, %d x 429, one 3 s outage
-  unique payments delivered         %d / 151
-  claims delivered                  %d / 20
-  999s delivered                    %d / 194
+  unique payments delivered         %d (151 per wave)
+  claims delivered                  %d (20 per wave)
+  999s delivered                    %d (194 per wave)
   sets processed / rejected         %d / %d
   duplicates / business dups        %d / %d, conflicts %d
-  dead (all poison)                 %d / 3
+  dead (all poison)                 %d (3 per wave)
   keys delivered more than once     %d (at-least-once; one effect each)`,
+		waves, time.Since(start).Round(time.Second), restarted.Load(),
 		files, ingested, kills, rec.faults[500], rec.faults[429], payments, claims, acks, processed, rejectedSets,
 		dups, bizdups, conflicts, poisonDead, redelivered)
 	t.Log("\n" + table)
-	if ingested != files || payments != 151 || claims != 20 || acks != 194 || rejectedSets != 10 || poisonDead != 3 ||
-		conflicts != 0 || dups != 80 || bizdups != 20 {
+	if ingested != files || payments != 151*waves || claims != 20*waves || acks != 194*waves || rejectedSets != 10*waves ||
+		poisonDead != 3*waves || conflicts != 0 || dups != 80*waves || bizdups != 20*waves {
 		t.Errorf("verdict violated:\n%s", table)
 	}
+}
+
+// restartSSHD stops the run's own sshd and starts it again on the same port
+// and host key.
+func restartSSHD(t *testing.T) {
+	conf := os.Getenv("EDIWATCH_TEST_SSHD_CONFIG")
+	pidFile := filepath.Join(filepath.Dir(conf), "sshd.pid")
+	if pid, err := os.ReadFile(pidFile); err == nil {
+		exec.Command("kill", strings.TrimSpace(string(pid))).Run()
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := exec.Command("/usr/sbin/sshd", "-f", conf).Run(); err != nil {
+		t.Errorf("restart sshd: %v", err)
+	}
+	t.Log("sshd restarted")
+}
+
+// restartPostgres restarts the run's own PostgreSQL (immediate stop, as a
+// crash would).
+func restartPostgres(t *testing.T) {
+	// -l: the new server must not inherit this process's output.
+	err := exec.Command("runuser", "-u", "postgres", "--", filepath.Join(os.Getenv("EDIWATCH_TEST_PG_BIN"), "pg_ctl"),
+		"-D", os.Getenv("EDIWATCH_TEST_PG_DATA"), "-l", os.Getenv("EDIWATCH_TEST_PG_LOG"), "-m", "immediate", "-w",
+		"restart").Run()
+	if err != nil {
+		t.Errorf("restart postgres: %v", err)
+	}
+	t.Log("postgres restarted")
 }

@@ -93,11 +93,18 @@ log: {level: debug}
 		t.Fatal(err)
 	}
 	return path, func() *pgx.Conn {
-		c, err := pgx.Connect(context.Background(), url+"&search_path="+schema)
-		if err != nil {
-			t.Fatal(err)
+		// PostgreSQL may be restarting (test/chaos): retry for a while.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, err := pgx.Connect(context.Background(), url+"&search_path="+schema)
+			if err == nil {
+				return c
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		return c
 	}
 }
 

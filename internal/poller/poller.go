@@ -54,8 +54,9 @@ type Config struct {
 	Downloads       int
 	// Holder names this replica in leases.
 	Holder string
-	// LeaseTTL is how long a directory lease lasts (default 3 poll
-	// intervals, at least a minute).
+	// LeaseTTL is how long a directory lease lasts without renewal: the
+	// failover time when its holder dies (default 3 poll intervals, at
+	// least 10 s). The holder renews it at each poll and after each file.
 	LeaseTTL time.Duration
 	// SpoolDir holds spool files (default the system temp dir). They are
 	// unlinked as soon as created, so none survives a crash.
@@ -76,8 +77,9 @@ type Poller struct {
 	m      *metrics.Metrics
 	now    func() time.Time
 
-	mu   sync.Mutex
-	seen map[string]map[string]observation // dir -> path -> observation
+	mu     sync.Mutex
+	seen   map[string]map[string]observation // dir -> path -> observation
+	leases map[string]int64                  // lease name -> fencing token held
 }
 
 // observation is a file's size and mtime as listed, and since when.
@@ -108,7 +110,7 @@ func New(cfg Config, src Source, st Store, ing ingest.Options, log *zap.Logger, 
 		cfg.Downloads = 4
 	}
 	if cfg.LeaseTTL <= 0 {
-		cfg.LeaseTTL = max(3*cfg.PollInterval, time.Minute)
+		cfg.LeaseTTL = max(3*cfg.PollInterval, 10*time.Second)
 	}
 	if cfg.RetryBase <= 0 {
 		cfg.RetryBase = 10 * time.Second
@@ -122,7 +124,8 @@ func New(cfg Config, src Source, st Store, ing ingest.Options, log *zap.Logger, 
 	}
 	ing.Store = st
 	return &Poller{cfg: cfg, src: src, st: st, ingest: ing, log: log.With(zap.String("source", cfg.Name)), m: m,
-		now: func() time.Time { return time.Now().UTC() }, seen: map[string]map[string]observation{}}
+		now: func() time.Time { return time.Now().UTC() }, seen: map[string]map[string]observation{},
+		leases: map[string]int64{}}
 }
 
 // Run polls every PollInterval (with jitter) until ctx is cancelled, then
@@ -130,6 +133,7 @@ func New(cfg Config, src Source, st Store, ing ingest.Options, log *zap.Logger, 
 func (p *Poller) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	defer p.releaseLeases()
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,6 +147,22 @@ func (p *Poller) Run(ctx context.Context) error {
 		p.log.Debug("polled", zap.Int("listed", st.Listed), zap.Int("downloaded", st.Downloaded),
 			zap.Int("ingested", st.Ingested), zap.Int("skipped", st.Skipped), zap.Int("failed", st.Failed))
 		t.Reset(jitter(p.cfg.PollInterval))
+	}
+}
+
+// releaseLeases gives up the directory leases this poller holds, so
+// another replica takes over at once after a clean stop.
+func (p *Poller) releaseLeases() {
+	p.mu.Lock()
+	held := p.leases
+	p.leases = map[string]int64{}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for name, token := range held {
+		if err := p.st.ReleaseLease(ctx, name, p.cfg.Holder, token); err != nil {
+			p.log.Warn("release lease", zap.String("lease", name), zap.Error(err))
+		}
 	}
 }
 
@@ -199,7 +219,7 @@ type candidate struct {
 func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	var st Stats
 	lease := "poll:" + p.cfg.Name + ":" + dir
-	if _, ok, err := p.st.AcquireLease(ctx, lease, p.cfg.Holder, p.cfg.LeaseTTL, p.now()); err != nil {
+	if ok, err := p.renew(ctx, lease); err != nil {
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
 		return st, fmt.Errorf("lease: %w", err)
 	} else if !ok {
@@ -288,6 +308,7 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	g.SetLimit(p.cfg.Downloads)
 	for _, c := range todo {
 		g.Go(func() error {
+			defer p.renew(gctx, lease) // a long poll keeps its lease
 			var s Stats
 			if c.postOnly {
 				if p.postProcess(gctx, c.e) {
@@ -304,6 +325,19 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	}
 	g.Wait()
 	return st, ctx.Err()
+}
+
+// renew takes or extends the lease for this poller; it reports whether
+// this poller holds it.
+func (p *Poller) renew(ctx context.Context, lease string) (bool, error) {
+	token, ok, err := p.st.AcquireLease(ctx, lease, p.cfg.Holder, p.cfg.LeaseTTL, p.now())
+	if err != nil || !ok {
+		return false, err
+	}
+	p.mu.Lock()
+	p.leases[lease] = token
+	p.mu.Unlock()
+	return true, nil
 }
 
 func (p *Poller) matches(name string) bool {

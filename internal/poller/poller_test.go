@@ -368,3 +368,26 @@ func TestFileDeletedBetweenListingAndDownload(t *testing.T) {
 		t.Errorf("a vanished file was recorded: %+v", c.Files)
 	}
 }
+
+// TestCleanStopReleasesLeases: a poller that stops cleanly gives up its
+// directory lease, so another replica polls at once instead of after the
+// lease TTL.
+func TestCleanStopReleasesLeases(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, local.Source{}, []string{dir}, func(c *poller.Config) {
+		c.Holder, c.LeaseTTL, c.PollInterval = "first", time.Hour, 10*time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- h.p.Run(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	lease := "poll:acme:" + dir
+	if _, ok, _ := h.st.AcquireLease(context.Background(), lease, "second", time.Minute, time.Now().UTC()); ok {
+		t.Fatal("the running poller's lease was free")
+	}
+	cancel()
+	<-done
+	if _, ok, _ := h.st.AcquireLease(context.Background(), lease, "second", time.Minute, time.Now().UTC()); !ok {
+		t.Error("the lease was not released on a clean stop")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -34,10 +35,11 @@ type chaosReceiver struct {
 
 func (c *chaosReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
-	io.Copy(io.Discard, r.Body)
+	body, _ := io.ReadAll(r.Body)
 	c.mu.Lock()
 	c.requests[key]++
 	c.mu.Unlock()
+	_ = body
 	switch n := rand.IntN(100); {
 	case c.down.Load():
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -259,6 +261,19 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
 			redelivered++
 		}
 	}
+	// Reconcile: every parsed payment has exactly one outbox row.
+	recOut, _ := command(t, "reconcile", "--json", "--config", cfg).Output()
+	var report struct {
+		Payers []struct {
+			Parsed, Enqueued, Delivered int
+			MissingEffects              []string `json:"missing_effects"`
+		} `json:"payers"`
+	}
+	json.Unmarshal(recOut, &report)
+	parsedP, enqueuedP, deliveredP, missing := 0, 0, 0, 0
+	for _, p := range report.Payers {
+		parsedP, enqueuedP, deliveredP, missing = parsedP+p.Parsed, enqueuedP+p.Enqueued, deliveredP+p.Delivered, missing+len(p.MissingEffects)
+	}
 	var poisonDead int
 	c.QueryRow(t.Context(), "SELECT count(*) FROM outbox WHERE status = 'dead' AND effect_key LIKE '%POISON%'").Scan(&poisonDead)
 	files := waves * filesPerWave
@@ -272,13 +287,15 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
   sets processed / rejected         %d / %d
   duplicates / business dups        %d / %d, conflicts %d
   dead (all poison)                 %d (3 per wave)
-  keys delivered more than once     %d (at-least-once; one effect each)`,
+  keys delivered more than once     %d (at-least-once; one effect each)
+  reconcile: payments parsed / enqueued / delivered  %d / %d / %d, missing effects %d`,
 		waves, time.Since(start).Round(time.Second), restarted.Load(),
 		files, ingested, kills, rec.faults[500], rec.faults[429], payments, claims, acks, processed, rejectedSets,
-		dups, bizdups, conflicts, poisonDead, redelivered)
+		dups, bizdups, conflicts, poisonDead, redelivered, parsedP, enqueuedP, deliveredP, missing)
 	t.Log("\n" + table)
 	if ingested != files || payments != 151*waves || claims != 20*waves || acks != 194*waves || rejectedSets != 10*waves ||
-		poisonDead != 3*waves || conflicts != 0 || dups != 80*waves || bizdups != 20*waves {
+		poisonDead != 3*waves || conflicts != 0 || dups != 80*waves || bizdups != 20*waves ||
+		parsedP != 154*waves || enqueuedP != 154*waves || deliveredP != 151*waves || missing != 0 {
 		t.Errorf("verdict violated:\n%s", table)
 	}
 }

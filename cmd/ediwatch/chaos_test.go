@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,7 +42,18 @@ func (c *chaosReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.requests[key]++
 	c.mu.Unlock()
-	_ = body
+	// Every request must carry a valid Standard Webhooks signature.
+	{
+		key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(demoSecret, "whsec_"))
+		m := hmac.New(sha256.New, key)
+		fmt.Fprintf(m, "%s.%s.", r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp"))
+		m.Write(body)
+		if !strings.Contains(r.Header.Get("webhook-signature"), "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil))) {
+			c.count(401)
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+	}
 	switch n := rand.IntN(100); {
 	case c.down.Load():
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -169,6 +183,13 @@ func TestChaos(t *testing.T) {
     stable_for: 0s
 relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
 `, sshd.Addr, sshd.User, sshd.KeyFile, sshd.KnownHosts, dirA, dirB))
+	{ // both sinks sign; the receiver verifies
+		secret := filepath.Join(t.TempDir(), "whsec")
+		os.WriteFile(secret, []byte(demoSecret), 0o600)
+		body, _ := os.ReadFile(cfg)
+		body = bytes.ReplaceAll(body, []byte("timeout: 5s}"), []byte(fmt.Sprintf("timeout: 5s, secret_file: %q}", secret)))
+		os.WriteFile(cfg, body, 0o600)
+	}
 	var mu sync.Mutex
 	replicas := make([]*exec.Cmd, 3)
 	for i := range replicas {
@@ -288,13 +309,14 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
   duplicates / business dups        %d / %d, conflicts %d
   dead (all poison)                 %d (3 per wave)
   keys delivered more than once     %d (at-least-once; one effect each)
+  requests with a bad signature     %d
   reconcile: payments parsed / enqueued / delivered  %d / %d / %d, missing effects %d`,
 		waves, time.Since(start).Round(time.Second), restarted.Load(),
 		files, ingested, kills, rec.faults[500], rec.faults[429], payments, claims, acks, processed, rejectedSets,
-		dups, bizdups, conflicts, poisonDead, redelivered, parsedP, enqueuedP, deliveredP, missing)
+		dups, bizdups, conflicts, poisonDead, redelivered, rec.faults[401], parsedP, enqueuedP, deliveredP, missing)
 	t.Log("\n" + table)
 	if ingested != files || payments != 151*waves || claims != 20*waves || acks != 194*waves || rejectedSets != 10*waves ||
-		poisonDead != 3*waves || conflicts != 0 || dups != 80*waves || bizdups != 20*waves ||
+		poisonDead != 3*waves || conflicts != 0 || dups != 80*waves || bizdups != 20*waves || rec.faults[401] != 0 ||
 		parsedP != 154*waves || enqueuedP != 154*waves || deliveredP != 151*waves || missing != 0 {
 		t.Errorf("verdict violated:\n%s", table)
 	}

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,6 +139,42 @@ log: {level: info}
 	t.Logf("ledger %v, inbox %v, sightings %v, outbox %v", c.Files, c.Inbox, c.Sightings, c.Outbox)
 	if c.Inbox["rejected"] < 10 {
 		t.Errorf("only %d rejected sets among the hostile inputs", c.Inbox["rejected"])
+	}
+	// Visible in metrics and in reconcile.
+	var addr string
+	for _, line := range bytes.Split(logs.Bytes(), []byte("\n")) {
+		if i := bytes.Index(line, []byte(`"http":"`)); i >= 0 {
+			addr = string(line[i+8 : i+8+bytes.IndexByte(line[i+8:], '"')])
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// The counter counts rejection events (a rejected key later reclaimed,
+	// or rejected again, counts each time); the inbox holds current rows.
+	m := regexp.MustCompile(`ediwatch_transaction_sets_total\{outcome="rejected"\} (\d+)`).FindSubmatch(body)
+	if m == nil {
+		t.Error("/metrics lacks the rejected sets counter")
+	} else if n, _ := strconv.Atoi(string(m[1])); n < c.Inbox["rejected"] {
+		t.Errorf("rejected sets in /metrics %d, rejected rows in the store %d", n, c.Inbox["rejected"])
+	}
+	out, err := command(t, "reconcile", "--json", "--config", cfgPath).Output()
+	var rep struct {
+		Files []struct {
+			Status string
+			Files  int
+		}
+	}
+	json.Unmarshal(out, &rep)
+	classified := 0
+	for _, f := range rep.Files {
+		classified += f.Files
+	}
+	if err != nil || classified != files {
+		t.Errorf("reconcile: %v, %d files classified of %d", err, classified, files)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {

@@ -36,6 +36,9 @@ find_pg() {
 
 find_pg || { log "installing postgresql"; apt_install postgresql; find_pg; }
 [ -x /usr/sbin/sshd ] || { log "installing openssh-server"; apt_install openssh-server; }
+# systemd-analyze lints the shipped unit (deploy/systemd); the package is
+# installed, never started.
+command -v systemd-analyze >/dev/null || { log "installing systemd"; apt_install systemd; }
 
 # promtool, from Debian's prometheus package, unpacked without installing
 # the service.

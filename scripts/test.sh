@@ -2,7 +2,8 @@
 # The one command that runs every ediwatch test.
 #
 # It installs what the tests need when it is missing (Debian packages
-# postgresql, openssh-server, and promtool from the prometheus package),
+# postgresql, openssh-server, systemd for systemd-analyze, and promtool
+# from the prometheus package),
 # starts a throwaway PostgreSQL and a throwaway OpenSSH sshd on free
 # loopback ports in a temporary directory, runs `go vet` and
 # `go test -race` over every package with their addresses in the

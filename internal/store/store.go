@@ -340,6 +340,50 @@ type Counts struct {
 	Files     map[string]int // by ledger status
 }
 
+// Rows is the part of a driver's result set that CollectCounts reads.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// CollectCounts runs the count queries every driver shares through query,
+// which returns the rows and a function that closes them.
+func CollectCounts(query func(sql string) (Rows, func(), error)) (Counts, error) {
+	c := Counts{Inbox: map[string]int{}, Sightings: map[string]int{}, Outbox: map[string]int{}, Files: map[string]int{}}
+	for _, q := range []struct {
+		sql string
+		m   map[string]int
+	}{
+		{"SELECT status, count(*) FROM inbox GROUP BY status", c.Inbox},
+		{"SELECT kind, count(*) FROM sighting GROUP BY kind", c.Sightings},
+		{"SELECT status, count(*) FROM outbox GROUP BY status", c.Outbox},
+		{"SELECT status, count(*) FROM remote_file GROUP BY status", c.Files},
+	} {
+		if err := collectCount(query, q.sql, q.m); err != nil {
+			return c, fmt.Errorf("counts: %w", err)
+		}
+	}
+	return c, nil
+}
+
+func collectCount(query func(string) (Rows, func(), error), sql string, m map[string]int) error {
+	rows, closeRows, err := query(sql)
+	if err != nil {
+		return err
+	}
+	defer closeRows()
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return err
+		}
+		m[k] = n
+	}
+	return rows.Err()
+}
+
 // Store is everything a driver provides. It is safe for concurrent use.
 type Store interface {
 	Ingester

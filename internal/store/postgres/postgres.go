@@ -769,33 +769,11 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
-	c := store.Counts{Inbox: map[string]int{}, Sightings: map[string]int{}, Outbox: map[string]int{}, Files: map[string]int{}}
-	for _, q := range []struct {
-		sql string
-		m   map[string]int
-	}{
-		{"SELECT status, count(*) FROM inbox GROUP BY status", c.Inbox},
-		{"SELECT kind, count(*) FROM sighting GROUP BY kind", c.Sightings},
-		{"SELECT status, count(*) FROM outbox GROUP BY status", c.Outbox},
-		{"SELECT status, count(*) FROM remote_file GROUP BY status", c.Files},
-	} {
-		rows, err := s.pool.Query(ctx, q.sql)
+	return store.CollectCounts(func(q string) (store.Rows, func(), error) {
+		r, err := s.pool.Query(ctx, q)
 		if err != nil {
-			return c, err
+			return nil, nil, err
 		}
-		for rows.Next() {
-			var k string
-			var n int
-			if err := rows.Scan(&k, &n); err != nil {
-				rows.Close()
-				return c, err
-			}
-			q.m[k] = n
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return c, err
-		}
-	}
-	return c, nil
+		return r, r.Close, nil
+	})
 }

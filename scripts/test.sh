@@ -10,7 +10,9 @@
 # environment, and stops them at the end. Under CI=true a test that cannot
 # reach its service fails; it never skips.
 #
-# Extra arguments go to `go test` (e.g. scripts/test.sh -run TestCorpus).
+# Extra arguments go to `go test` (e.g. scripts/test.sh -run TestCorpus);
+# EDIWATCH_TEST_PKGS narrows the packages (default ./...), for a quick
+# run of one package against the real services.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,4 +32,5 @@ go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 [ -z "$unformatted" ] || { log "gofmt would change: $unformatted"; exit 1; }
 log "go test -race ./..."
-go test -race -count=1 -timeout 14m "$@" ./...
+# shellcheck disable=SC2086 # a list of package patterns
+go test -race -count=1 -timeout 14m "$@" ${EDIWATCH_TEST_PKGS:-./...}

@@ -23,10 +23,6 @@ PG_FSYNC=off # tests need no durability across a machine crash
 # shellcheck source=scripts/services.sh
 . "$root/scripts/services.sh"
 
-corpus="$root/../shared/x12-corpus"
-[ -d "$corpus" ] || { log "the public X12 corpus is missing at $corpus"; exit 1; }
-export EDIWATCH_X12_CORPUS=$(cd "$corpus" && pwd)
-
 log "go vet ./..."
 go vet ./...
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

@@ -12,10 +12,8 @@ import (
 
 func addSeeds(f *testing.F) {
 	paths, _ := filepath.Glob("testdata/*.*")
-	if dir := os.Getenv("EDIWATCH_X12_CORPUS"); dir != "" {
-		more, _ := filepath.Glob(filepath.Join(dir, "*", "*"))
-		paths = append(paths, more...)
-	}
+	more, _ := filepath.Glob(filepath.Join("testdata", "corpus", "*", "*"))
+	paths = append(paths, more...)
 	for _, p := range paths {
 		if data, err := os.ReadFile(p); err == nil && len(data) < 64<<10 {
 			f.Add(data)

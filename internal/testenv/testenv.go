@@ -6,6 +6,8 @@ package testenv
 
 import (
 	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 )
 
@@ -48,5 +50,18 @@ func OpenSSH(t testing.TB) SSHD {
 	}
 }
 
-// Corpus returns the directory of the public X12 corpus.
-func Corpus(t testing.TB) string { return need(t, "EDIWATCH_X12_CORPUS") }
+// Corpus returns the directory of the public X12 corpus the repository
+// keeps as test data (internal/envelope/testdata/corpus, with its
+// SOURCES.md), so a fresh clone has everything its tests read.
+func Corpus(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("testenv: cannot locate the repository")
+	}
+	dir := filepath.Join(filepath.Dir(file), "..", "envelope", "testdata", "corpus")
+	if _, err := os.Stat(filepath.Join(dir, "SOURCES.md")); err != nil {
+		t.Fatalf("the X12 corpus is missing: %v", err)
+	}
+	return dir
+}

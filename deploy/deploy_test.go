@@ -185,7 +185,7 @@ func TestSystemdUnit(t *testing.T) {
 // TestDockerfile checks what can be checked without a Docker engine: a
 // static pure-Go build, a shell-less non-root final image.
 func TestDockerfile(t *testing.T) {
-	b, err := os.ReadFile("Dockerfile")
+	b, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,12 +68,14 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Process every X12 EDI document once and deliver its effects",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildVersion(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newInspectCmd(stdout, stderr), newAckCmd(stdout, stderr), newMigrateCmd(stdout),
 		newIngestCmd(stdout, stderr), newDLQCmd(stdout), newRunCmd(stderr),
 		newDemoCmd(stdout, stderr), newCheckConfigCmd(stdout),
-		newReconcileCmd(stdout))
+		newReconcileCmd(stdout), newVersionCmd(stdout))
 	return root
 }

@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# Build context: the repository root (docker build -f deploy/Dockerfile .).
+# Build context: the repository root (docker build .). .git stays in the
+# context so the binary names the revision it was built from (ediwatch version).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

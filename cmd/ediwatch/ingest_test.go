@@ -161,7 +161,7 @@ func TestMigrateCommand(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("store: {driver: sqlite, dsn: x}\nstorre: {driver: x}\n"), 0o600)
 	out, err = command(t, "migrate", "--config", bad).CombinedOutput()
-	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 || !strings.Contains(string(out), "invalid keys: storre") {
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 || !strings.Contains(string(out), "storre: unknown key (did you mean store?)") {
 		t.Errorf("unknown key: %v: %s", err, out)
 	}
 }

@@ -248,13 +248,20 @@ func Load(path string) (Config, error) {
 			return Config{}, fmt.Errorf("read config %s: %w", path, err)
 		}
 	}
+	// Every problem is reported at once: unknown keys by key path, then
+	// what decoding or validation finds.
+	errs := unknownKeys(v.AllSettings(), reflect.TypeOf(Config{}), "")
 	cfg := def
-	err := v.UnmarshalExact(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(defaultsHook, durationHook)))
-	if err != nil {
-		return Config{}, fmt.Errorf("config %s: %w", path, cleanDecodeError(err))
+	if err := v.Unmarshal(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(defaultsHook, durationHook))); err != nil {
+		errs = append(errs, cleanDecodeError(err).Error())
+	} else if err := cfg.Validate(); err != nil {
+		errs = append(errs, err.Error())
 	}
-	if err := cfg.Validate(); err != nil {
-		return Config{}, err
+	if len(errs) > 0 {
+		if path != "" {
+			return Config{}, fmt.Errorf("config %s:\n%s", path, strings.Join(errs, "\n"))
+		}
+		return Config{}, errors.New(strings.Join(errs, "\n"))
 	}
 	return cfg, nil
 }

@@ -99,3 +99,40 @@ func TestRedact(t *testing.T) {
 		t.Errorf("%s", got)
 	}
 }
+
+// TestEveryProblemReportedAtOnce: an unknown key does not hide the other
+// errors in the file; each is named by its key path.
+func TestEveryProblemReportedAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  ledger: {url: "https://erp.example.test/", timeoutt: 5s}
+routes: {payment.posted: ledger, claim.received: ledger, ack.999: ledger, ack.ta1: ledger}
+relay: {wokers: 3}
+log: {level: chatty}
+sources:
+  - {name: acme, type: local, directories: [/in], poll_intervall: 5m}
+`), 0o600)
+	_, err := Load(path)
+	if err == nil {
+		t.Fatal("loaded")
+	}
+	for _, want := range []string{
+		"sources[0].poll_intervall: unknown key (did you mean poll_interval?)",
+		"sinks.ledger.timeoutt: unknown key (did you mean timeout?)",
+		"relay.wokers: unknown key (did you mean workers?)",
+		`log.level: must be debug, info, warn or error (got "chatty")`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error:\n%s\nwant it to contain:\n%s", err, want)
+		}
+	}
+}
+
+func TestNoSuggestionForAFarKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte("colour: blue\n"), 0o600)
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "colour: unknown key") || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("error: %v", err)
+	}
+}

@@ -237,7 +237,7 @@ func TestInterchangeRejectedSendsTA1Only(t *testing.T) {
 		!strings.Contains(r.sets[0].Reason, "iea02_mismatch") {
 		t.Fatalf("sets %+v", r.sets[0])
 	}
-	if len(r.acks) != 1 || r.acks[0].Kind != KindAckTA1 || r.acks[0].Key != "ta1:x12:P:ZZ:ACMEHP:ZZ:RIVERSIDE:000000101" {
+	if len(r.acks) != 1 || r.acks[0].Kind != KindAckTA1 || r.acks[0].Key != "ta1:x12:P:ZZ:ACMEHP:ZZ:RIVERSIDE:000000101:R001" {
 		t.Fatalf("acks %+v", r.acks)
 	}
 	ta1 := segments(t, x12Of(t, r.acks[0]), "TA1")[0]

@@ -104,6 +104,8 @@ func Run(t *testing.T, newStore NewStore) {
 		"ControlNumbers":                   testControlNumbers,
 		"Prune":                            testPrune,
 		"MigrateTwiceConcurrently":         testMigrateAgain,
+		"RejectedKeyReclaimedSameHash":     testRejectedKeyClaimedByNextProcessing,
+		"EffectConflictNotBusinessDup":     testEffectConflict,
 	}
 	names := make([]string, 0, len(tests))
 	for n := range tests {

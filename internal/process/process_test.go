@@ -325,3 +325,40 @@ func TestCorrectedResendIsAcknowledged(t *testing.T) {
 		t.Error("the same group re-sent got another 999 key")
 	}
 }
+
+// TestCorrectedEnvelopeGetsItsOwnVerdict: a group rejected for its GE01
+// and re-sent corrected holds the very same sets; its 999 key differs from
+// the rejecting one's (the key carries the verdict), and the effect hashes
+// of the payment are equal (its business content is unchanged).
+func TestCorrectedEnvelopeGetsItsOwnVerdict(t *testing.T) {
+	bad := run(t, readFixture(t, "err_ge01_count.x12"))
+	good := run(t, readFixture(t, "835_canonical.x12"))
+	if bad.sets[0].ContentHash != good.sets[0].ContentHash {
+		t.Fatal("the fixture's set differs from the canonical one")
+	}
+	if len(bad.acks) != 1 || len(good.acks) != 1 || bad.acks[0].Key == good.acks[0].Key {
+		t.Errorf("999 keys: rejected %v, corrected %v", bad.acks, good.acks)
+	}
+	// The same for a TA1: rejected for its IEA02, then corrected (with
+	// ISA14 = 1, so that an accepting TA1 is sent).
+	rejected := run(t, readFixture(t, "err_iea02_mismatch.x12")).acks
+	accepted := run(t, bytes.Replace(readFixture(t, "835_canonical.x12"),
+		[]byte("*000000101*0*P*:~"), []byte("*000000101*1*P*:~"), 1)).acks
+	if len(rejected) != 1 || len(accepted) != 2 || accepted[1].Kind != KindAckTA1 || rejected[0].Key == accepted[1].Key {
+		t.Errorf("TA1 keys: rejected %v, accepted %v", rejected, accepted)
+	}
+}
+
+// TestEffectHashIgnoresTheEnvelope: a payment regenerated under new control
+// numbers has the same effect hash; another amount has another.
+func TestEffectHashIgnoresTheEnvelope(t *testing.T) {
+	a := run(t, readFixture(t, "835_canonical.x12")).sets[0].Effects[0]
+	b := run(t, readFixture(t, "835_regenerated.x12")).sets[0].Effects[0]
+	c := run(t, bytes.Replace(readFixture(t, "835_canonical.x12"), []byte("BPR*I*150.00"), []byte("BPR*I*150.01"), 1)).sets[0].Effects[0]
+	if a.Key != b.Key || a.Key != c.Key || len(a.Hash) != 64 {
+		t.Fatalf("effects %s %s %s (hash %q)", a.Key, b.Key, c.Key, a.Hash)
+	}
+	if a.Hash != b.Hash || a.Hash == c.Hash {
+		t.Errorf("effect hashes: canonical %s, regenerated %s, other amount %s", a.Hash, b.Hash, c.Hash)
+	}
+}

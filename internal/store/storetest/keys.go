@@ -63,8 +63,8 @@ func testRejectedKeyClaimedByNextProcessing(t *testing.T, s store.Store) {
 	if r := addSets(t, s, "other-rejected", []store.SetRecord{other}); r.Sets[0].Outcome != store.Rejected {
 		t.Errorf("another rejected arrival: %+v, want the rejection re-recorded", r.Sets)
 	}
-	// The complete re-send: same hash as the first rejected arrival.
-	complete := store.SetRecord{Key: key, ContentHash: "h1", Type: "835",
+	// The complete re-send: the same hash as the rejected row.
+	complete := store.SetRecord{Key: key, ContentHash: "h2", Type: "835",
 		Effects: []store.Effect{payment("payment:P:T1", "e1")}}
 	r := addSets(t, s, "complete", []store.SetRecord{complete})
 	if o := r.Sets[0]; o.Outcome != store.Processed || !slices.Equal(o.EffectKeys, []string{"payment:P:T1"}) ||
@@ -77,10 +77,10 @@ func testRejectedKeyClaimedByNextProcessing(t *testing.T, s store.Store) {
 	}
 	// Once processed, the key is never reclaimed: a stalled copy of it is
 	// a duplicate, other content a key conflict.
-	if r := addSets(t, s, "late-stalled", []store.SetRecord{rejected}); r.Sets[0].Outcome != store.Duplicate {
+	if r := addSets(t, s, "late-stalled", []store.SetRecord{other}); r.Sets[0].Outcome != store.Duplicate {
 		t.Errorf("a stalled copy of a processed key: %+v", r.Sets)
 	}
-	if r := addSets(t, s, "late-other", []store.SetRecord{other}); r.Sets[0].Outcome != store.Conflict {
+	if r := addSets(t, s, "late-other", []store.SetRecord{rejected}); r.Sets[0].Outcome != store.Conflict {
 		t.Errorf("other content for a processed key: %+v", r.Sets)
 	}
 	c := counts(t, s)

@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -13,28 +15,86 @@ import (
 // named and correlated by corr.
 func addSets(t *testing.T, s store.Store, corr string, recs []store.SetRecord, acks ...store.Effect) *store.IngestResult {
 	t.Helper()
+	res, err := record(s, corr, recs, acks...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func record(s store.Store, corr string, recs []store.SetRecord, acks ...store.Effect) (*store.IngestResult, error) {
 	ctx := context.Background()
 	ing, err := s.BeginIngest(ctx, store.FileInfo{Source: "test", Path: corr, Size: 1, MTime: t0, SHA256: "sha-" + corr,
 		CorrelationID: corr, Now: t0})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer ing.Rollback()
 	for _, r := range recs {
 		if err := ing.AddSet(ctx, r); err != nil {
-			t.Fatalf("%s: add %s: %v", corr, r.Key, err)
+			return nil, fmt.Errorf("%s: add %s: %w", corr, r.Key, err)
 		}
 	}
 	for _, a := range acks {
 		if err := ing.AddAck(ctx, a); err != nil {
-			t.Fatalf("%s: ack %s: %v", corr, a.Key, err)
+			return nil, fmt.Errorf("%s: ack %s: %w", corr, a.Key, err)
 		}
 	}
 	res, err := ing.Commit(ctx, store.FileIngested, "")
 	if err != nil {
-		t.Fatalf("%s: commit: %v", corr, err)
+		return nil, fmt.Errorf("%s: commit: %w", corr, err)
 	}
-	return res
+	return res, nil
+}
+
+// testEffectConflictConcurrently: documents of one payment number, half
+// with one content and half with another, arrive at once under distinct
+// envelope keys. One posts; every arrival with its content is a business
+// duplicate, every arrival with the other a conflict.
+func testEffectConflictConcurrently(t *testing.T, s store.Store) {
+	const n = 24
+	results := make([]*store.IngestResult, n)
+	errs := make([]error, n)
+	hash := func(i int) string { return []string{"even", "odd"}[i%2] }
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = record(s, fmt.Sprintf("arrival-%d", i), []store.SetRecord{{
+				Key: fmt.Sprintf("x12:%d", i), ContentHash: "c", Type: "835",
+				Effects: []store.Effect{payment("payment:P:T1", hash(i))}}})
+		}()
+	}
+	wg.Wait()
+	winner := -1
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("arrival %d: %v", i, errs[i])
+		}
+		if r.Sets[0].Outcome == store.Processed {
+			if winner >= 0 {
+				t.Fatalf("arrivals %d and %d both posted", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatal("nothing posted")
+	}
+	for i, r := range results {
+		want := store.BusinessDuplicate
+		if hash(i) != hash(winner) {
+			want = store.Conflict
+		}
+		if i != winner && r.Sets[0].Outcome != want {
+			t.Errorf("arrival %d (%s, posted %s): %s, want %s", i, hash(i), hash(winner), r.Sets[0].Outcome, want)
+		}
+	}
+	c := counts(t, s)
+	if c.Sightings["effect_conflict"] != n/2 || c.Sightings["business_duplicate"] != n/2-1 || sum(c.Outbox) != 1 {
+		t.Errorf("counts %+v", c)
+	}
 }
 
 func payment(key, hash string) store.Effect {

@@ -106,6 +106,7 @@ func Run(t *testing.T, newStore NewStore) {
 		"MigrateTwiceConcurrently":         testMigrateAgain,
 		"RejectedKeyReclaimedSameHash":     testRejectedKeyClaimedByNextProcessing,
 		"EffectConflictNotBusinessDup":     testEffectConflict,
+		"EffectConflictConcurrently":       testEffectConflictConcurrently,
 	}
 	names := make([]string, 0, len(tests))
 	for n := range tests {

@@ -292,17 +292,41 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 	switch {
 	case s.Payment != nil:
 		p := s.Payment
+		doc := mustJSON(p)
 		out = append(out, Effect{Kind: KindPayment, Key: p.EffectKey(), OrderingKey: p.EffectKey(),
-			Hash: contentHash(p), Payload: mustJSON(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
-				Sender: ix.Sender(), Receiver: ix.Receiver(), Payment: p})})
+			Hash: contentHash(doc), Payload: withEnvelope(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
+				Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
 	case s.Claims != nil:
 		for _, c := range s.Claims {
+			doc := mustJSON(c)
 			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(ix.Sender(), ix.Receiver(), c),
-				OrderingKey: claim.OrderingKey(ix.Sender(), ix.Receiver(), c), Hash: contentHash(c),
-				Payload: mustJSON(ClaimEvent{EnvelopeKey: s.Key, Sender: ix.Sender(), Receiver: ix.Receiver(), Claim: c})})
+				OrderingKey: claim.OrderingKey(ix.Sender(), ix.Receiver(), c), Hash: contentHash(doc),
+				Payload: withEnvelope(envelopeOf{EnvelopeKey: s.Key, Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
 		}
 	}
 	return out
+}
+
+// envelopeOf is the envelope part of a ClaimEvent.
+type envelopeOf struct {
+	EnvelopeKey string `json:"envelope_key"`
+	Sender      string `json:"sender"`
+	Receiver    string `json:"receiver"`
+}
+
+// withEnvelope returns the event whose envelope fields are those of head
+// (a struct encoding to a non-empty object) followed by the document's
+// own: the bytes PaymentEvent and ClaimEvent encode to, with the document
+// encoded once for both the payload and its hash.
+func withEnvelope(head any, doc []byte) json.RawMessage {
+	h := mustJSON(head)
+	if len(doc) <= 2 { // {}
+		return h
+	}
+	out := make([]byte, 0, len(h)+len(doc))
+	out = append(out, h[:len(h)-1]...)
+	out = append(out, ',')
+	return append(out, doc[1:]...)
 }
 
 // contentHash is the effect hash of a business document: SHA-256 over its
@@ -310,8 +334,8 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 // parties) and nothing of its envelope (keys, control numbers, content
 // hash), so the same document regenerated under new control numbers
 // hashes the same.
-func contentHash(doc any) string {
-	sum := sha256.Sum256(mustJSON(doc))
+func contentHash(doc []byte) string {
+	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:])
 }
 
@@ -319,7 +343,7 @@ func contentHash(doc any) string {
 // (and, for a 999, the group's content), so its business content is its
 // key: the hash is the key's.
 func ackEffect(kind, key string, ix *envelope.Interchange, x []byte, answers string) Effect {
-	return Effect{Kind: kind, Key: key, Hash: contentHash(key), OrderingKey: "acks:" + ix.Sender(), Answers: answers + ":",
+	return Effect{Kind: kind, Key: key, Hash: contentHash([]byte(key)), OrderingKey: "acks:" + ix.Sender(), Answers: answers + ":",
 		Payload: mustJSON(AckEvent{Answers: answers, Partner: ix.Sender(), X12: string(x)})}
 }
 

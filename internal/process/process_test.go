@@ -15,6 +15,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 var fixedNow = func() time.Time { return time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC) }
@@ -360,5 +361,26 @@ func TestEffectHashIgnoresTheEnvelope(t *testing.T) {
 	}
 	if a.Hash != b.Hash || a.Hash == c.Hash {
 		t.Errorf("effect hashes: canonical %s, regenerated %s, other amount %s", a.Hash, b.Hash, c.Hash)
+	}
+}
+
+// TestEventPayloadsUnchanged: the payload, built around the document's
+// JSON (encoded once for the payload and its hash), is the encoding of
+// PaymentEvent or ClaimEvent.
+func TestEventPayloadsUnchanged(t *testing.T) {
+	s := run(t, readFixture(t, "835_canonical.x12")).sets[0]
+	want, _ := json.Marshal(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash, Sender: "ZZ:ACMEHP",
+		Receiver: "ZZ:RIVERSIDE", Payment: s.Payment})
+	if string(s.Effects[0].Payload) != string(want) {
+		t.Errorf("payment payload\n%s\nwant\n%s", s.Effects[0].Payload, want)
+	}
+	var b bytes.Buffer
+	x12gen.Claims{Claims: 2}.Write(&b)
+	c := run(t, b.Bytes()).sets[0]
+	for i, e := range c.Effects {
+		want, _ := json.Marshal(ClaimEvent{EnvelopeKey: c.Key, Sender: "ZZ:RIVERSIDE", Receiver: "ZZ:ACMEHP", Claim: c.Claims[i]})
+		if string(e.Payload) != string(want) {
+			t.Errorf("claim payload\n%s\nwant\n%s", e.Payload, want)
+		}
 	}
 }

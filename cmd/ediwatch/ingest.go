@@ -70,7 +70,8 @@ Files are recorded in the listing ledger under the source --source (default
 					if asJSON {
 						enc.Encode(map[string]any{"file": path, "key": set.Key, "outcome": set.Outcome,
 							"type": set.Type, "effect_keys": nonNil(set.EffectKeys), "correlation_id": corr,
-							"original_correlation_id": set.OriginalCorrelationID, "reason": set.Reason})
+							"original_correlation_id": set.OriginalCorrelationID, "reason": set.Reason,
+							"conflict_keys": nonNil(set.ConflictKeys)})
 						continue
 					}
 					fmt.Fprintf(stdout, "%s\t%s\t%s\t%d effects\n", path, set.Key, set.Outcome, len(set.EffectKeys))

@@ -21,10 +21,14 @@ func newReconcileCmd(stdout io.Writer) *cobra.Command {
 		Short: "Compare what was parsed, enqueued and delivered; exit 1 on divergence",
 		Long: `reconcile reports, per source and day, the files seen, ingested and rejected;
 per payer, the payments and their exact money totals parsed, enqueued and
-delivered, and unbalanced remittances; and dead and stuck outbox rows. It
+delivered, and unbalanced remittances; dead and stuck outbox rows; and the
+conflicts recorded (an envelope key re-sent with other content, or a
+business key such as a payment's payer and trace re-sent with other
+content), which were quarantined rather than posted and await review. It
 exits 1 when anything diverges: a parsed payment without exactly one outbox
 row, a total that differs, a dead-lettered row, or a row undelivered for
-longer than --stuck-after.`,
+longer than --stuck-after. Conflicts alone do not make it exit 1 (the
+conflict metric alerts on them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cfgPath)

@@ -147,7 +147,8 @@ func effect(e process.Effect, routes map[string]string) (store.Effect, error) {
 	if !ok {
 		return store.Effect{}, fmt.Errorf("ingest: no route for effect kind %s", e.Kind)
 	}
-	return store.Effect{Kind: e.Kind, Key: e.Key, OrderingKey: e.OrderingKey, Sink: sink, Payload: e.Payload}, nil
+	return store.Effect{Kind: e.Kind, Key: e.Key, OrderingKey: e.OrderingKey, Sink: sink, Payload: e.Payload,
+		Hash: e.Hash}, nil
 }
 
 func mustJSON(v any) json.RawMessage {

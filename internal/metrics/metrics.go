@@ -49,7 +49,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		PollErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_poll_errors_total",
 			Help: "Poll errors, by stage (connect, list, download, ingest, post_process)."}, []string{"source", "stage"}),
 		Sets: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_transaction_sets_total",
-			Help: "Transaction sets ingested, by outcome (processed, duplicate, business_duplicate, conflict, rejected)."},
+			Help: "Transaction sets ingested, by outcome (processed, duplicate, business_duplicate, conflict, rejected); conflict counts key conflicts and effect conflicts (a business key with other content)."},
 			[]string{"outcome"}),
 		Unbalanced: prometheus.NewCounter(prometheus.CounterOpts{Name: "ediwatch_unbalanced_remittances_total",
 			Help: "835 transaction sets whose amounts do not balance."}),

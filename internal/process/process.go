@@ -41,6 +41,10 @@ type Effect struct {
 	Key         string
 	OrderingKey string
 	Payload     json.RawMessage
+	// Hash is the SHA-256 (hex) of the effect's business content, without
+	// envelope keys or control numbers: the same effect key with another
+	// hash is an effect conflict, never a business duplicate.
+	Hash string
 	// Answers is, for an acknowledgment, the envelope key prefix of the
 	// sets it answers.
 	Answers string
@@ -167,7 +171,8 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 				if err != nil {
 					return nil, err
 				}
-				eff := ackEffect(KindAck999, "ack999:"+g.Key()+":"+groupDigest(groupHashes), rd.Interchange(), x, g.Key())
+				d := groupDigest(groupHashes, ack.Verdict999(g, results))
+				eff := ackEffect(KindAck999, "ack999:"+g.Key()+":"+d, rd.Interchange(), x, g.Key())
 				if err := emit(Item{Ack: &eff}); err != nil {
 					return nil, err
 				}
@@ -182,7 +187,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 				if err != nil {
 					return nil, err
 				}
-				eff := ackEffect(KindAckTA1, "ta1:"+ix.Key(), ix, x, ix.Key())
+				eff := ackEffect(KindAckTA1, "ta1:"+ix.Key()+":"+ack.VerdictTA1(ix), ix, x, ix.Key())
 				if err := emit(Item{Ack: &eff}); err != nil {
 					return nil, err
 				}
@@ -194,15 +199,18 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	return summary, nil
 }
 
-// groupDigest names a group's content: the 999's business key carries it,
-// so a re-sent group with the same content is acknowledged once, while a
-// corrected group re-sent under the same control numbers (after a
-// rejection) gets its own 999.
-func groupDigest(hashes []string) string {
+// groupDigest names a group's content and the verdict of its 999: the
+// 999's business key carries it, so a re-sent group with the same content
+// is acknowledged once, while a group re-sent under the same control
+// numbers after a rejection (other set content, or the same sets with a
+// corrected GE or IEA) gets a 999 of its own, with its own verdict.
+func groupDigest(hashes []string, verdict string) string {
 	h := sha256.New()
 	for _, x := range hashes {
 		h.Write([]byte(x))
 	}
+	h.Write([]byte{0})
+	h.Write([]byte(verdict))
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -284,21 +292,58 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 	switch {
 	case s.Payment != nil:
 		p := s.Payment
+		doc := mustJSON(p)
 		out = append(out, Effect{Kind: KindPayment, Key: p.EffectKey(), OrderingKey: p.EffectKey(),
-			Payload: mustJSON(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
-				Sender: ix.Sender(), Receiver: ix.Receiver(), Payment: p})})
+			Hash: contentHash(doc), Payload: withEnvelope(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
+				Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
 	case s.Claims != nil:
 		for _, c := range s.Claims {
-			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(s.Key, c),
-				OrderingKey: "claim:" + ix.Sender() + ":" + c.ClaimID,
-				Payload:     mustJSON(ClaimEvent{EnvelopeKey: s.Key, Sender: ix.Sender(), Receiver: ix.Receiver(), Claim: c})})
+			doc := mustJSON(c)
+			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(ix.Sender(), ix.Receiver(), c),
+				OrderingKey: claim.OrderingKey(ix.Sender(), ix.Receiver(), c), Hash: contentHash(doc),
+				Payload: withEnvelope(envelopeOf{EnvelopeKey: s.Key, Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
 		}
 	}
 	return out
 }
 
+// envelopeOf is the envelope part of a ClaimEvent.
+type envelopeOf struct {
+	EnvelopeKey string `json:"envelope_key"`
+	Sender      string `json:"sender"`
+	Receiver    string `json:"receiver"`
+}
+
+// withEnvelope returns the event whose envelope fields are those of head
+// (a struct encoding to a non-empty object) followed by the document's
+// own: the bytes PaymentEvent and ClaimEvent encode to, with the document
+// encoded once for both the payload and its hash.
+func withEnvelope(head any, doc []byte) json.RawMessage {
+	h := mustJSON(head)
+	if len(doc) <= 2 { // {}
+		return h
+	}
+	out := make([]byte, 0, len(h)+len(doc))
+	out = append(out, h[:len(h)-1]...)
+	out = append(out, ',')
+	return append(out, doc[1:]...)
+}
+
+// contentHash is the effect hash of a business document: SHA-256 over its
+// canonical JSON, which holds what the set says (amounts, claims, dates,
+// parties) and nothing of its envelope (keys, control numbers, content
+// hash), so the same document regenerated under new control numbers
+// hashes the same.
+func contentHash(doc []byte) string {
+	sum := sha256.Sum256(doc)
+	return hex.EncodeToString(sum[:])
+}
+
+// ackEffect returns an acknowledgment's effect. Its key carries the verdict
+// (and, for a 999, the group's content), so its business content is its
+// key: the hash is the key's.
 func ackEffect(kind, key string, ix *envelope.Interchange, x []byte, answers string) Effect {
-	return Effect{Kind: kind, Key: key, OrderingKey: "acks:" + ix.Sender(), Answers: answers + ":",
+	return Effect{Kind: kind, Key: key, Hash: contentHash([]byte(key)), OrderingKey: "acks:" + ix.Sender(), Answers: answers + ":",
 		Payload: mustJSON(AckEvent{Answers: answers, Partner: ix.Sender(), X12: string(x)})}
 }
 

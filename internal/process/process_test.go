@@ -15,6 +15,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 var fixedNow = func() time.Time { return time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC) }
@@ -237,7 +238,7 @@ func TestInterchangeRejectedSendsTA1Only(t *testing.T) {
 		!strings.Contains(r.sets[0].Reason, "iea02_mismatch") {
 		t.Fatalf("sets %+v", r.sets[0])
 	}
-	if len(r.acks) != 1 || r.acks[0].Kind != KindAckTA1 || r.acks[0].Key != "ta1:x12:P:ZZ:ACMEHP:ZZ:RIVERSIDE:000000101" {
+	if len(r.acks) != 1 || r.acks[0].Kind != KindAckTA1 || r.acks[0].Key != "ta1:x12:P:ZZ:ACMEHP:ZZ:RIVERSIDE:000000101:R001" {
 		t.Fatalf("acks %+v", r.acks)
 	}
 	ta1 := segments(t, x12Of(t, r.acks[0]), "TA1")[0]
@@ -323,5 +324,63 @@ func TestCorrectedResendIsAcknowledged(t *testing.T) {
 	}
 	if good.acks[0].Key != again.acks[0].Key {
 		t.Error("the same group re-sent got another 999 key")
+	}
+}
+
+// TestCorrectedEnvelopeGetsItsOwnVerdict: a group rejected for its GE01
+// and re-sent corrected holds the very same sets; its 999 key differs from
+// the rejecting one's (the key carries the verdict), and the effect hashes
+// of the payment are equal (its business content is unchanged).
+func TestCorrectedEnvelopeGetsItsOwnVerdict(t *testing.T) {
+	bad := run(t, readFixture(t, "err_ge01_count.x12"))
+	good := run(t, readFixture(t, "835_canonical.x12"))
+	if bad.sets[0].ContentHash != good.sets[0].ContentHash {
+		t.Fatal("the fixture's set differs from the canonical one")
+	}
+	if len(bad.acks) != 1 || len(good.acks) != 1 || bad.acks[0].Key == good.acks[0].Key {
+		t.Errorf("999 keys: rejected %v, corrected %v", bad.acks, good.acks)
+	}
+	// The same for a TA1: rejected for its IEA02, then corrected (with
+	// ISA14 = 1, so that an accepting TA1 is sent).
+	rejected := run(t, readFixture(t, "err_iea02_mismatch.x12")).acks
+	accepted := run(t, bytes.Replace(readFixture(t, "835_canonical.x12"),
+		[]byte("*000000101*0*P*:~"), []byte("*000000101*1*P*:~"), 1)).acks
+	if len(rejected) != 1 || len(accepted) != 2 || accepted[1].Kind != KindAckTA1 || rejected[0].Key == accepted[1].Key {
+		t.Errorf("TA1 keys: rejected %v, accepted %v", rejected, accepted)
+	}
+}
+
+// TestEffectHashIgnoresTheEnvelope: a payment regenerated under new control
+// numbers has the same effect hash; another amount has another.
+func TestEffectHashIgnoresTheEnvelope(t *testing.T) {
+	a := run(t, readFixture(t, "835_canonical.x12")).sets[0].Effects[0]
+	b := run(t, readFixture(t, "835_regenerated.x12")).sets[0].Effects[0]
+	c := run(t, bytes.Replace(readFixture(t, "835_canonical.x12"), []byte("BPR*I*150.00"), []byte("BPR*I*150.01"), 1)).sets[0].Effects[0]
+	if a.Key != b.Key || a.Key != c.Key || len(a.Hash) != 64 {
+		t.Fatalf("effects %s %s %s (hash %q)", a.Key, b.Key, c.Key, a.Hash)
+	}
+	if a.Hash != b.Hash || a.Hash == c.Hash {
+		t.Errorf("effect hashes: canonical %s, regenerated %s, other amount %s", a.Hash, b.Hash, c.Hash)
+	}
+}
+
+// TestEventPayloadsUnchanged: the payload, built around the document's
+// JSON (encoded once for the payload and its hash), is the encoding of
+// PaymentEvent or ClaimEvent.
+func TestEventPayloadsUnchanged(t *testing.T) {
+	s := run(t, readFixture(t, "835_canonical.x12")).sets[0]
+	want, _ := json.Marshal(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash, Sender: "ZZ:ACMEHP",
+		Receiver: "ZZ:RIVERSIDE", Payment: s.Payment})
+	if string(s.Effects[0].Payload) != string(want) {
+		t.Errorf("payment payload\n%s\nwant\n%s", s.Effects[0].Payload, want)
+	}
+	var b bytes.Buffer
+	x12gen.Claims{Claims: 2}.Write(&b)
+	c := run(t, b.Bytes()).sets[0]
+	for i, e := range c.Effects {
+		want, _ := json.Marshal(ClaimEvent{EnvelopeKey: c.Key, Sender: "ZZ:RIVERSIDE", Receiver: "ZZ:ACMEHP", Claim: c.Claims[i]})
+		if string(e.Payload) != string(want) {
+			t.Errorf("claim payload\n%s\nwant\n%s", e.Payload, want)
+		}
 	}
 }

@@ -33,13 +33,34 @@ type Payer struct {
 
 // Report is one reconciliation.
 type Report struct {
-	Since     time.Time       `json:"since"`
-	Payers    []*Payer        `json:"payers"`
-	Files     []store.FileDay `json:"files"`
-	Dead      int             `json:"dead"`
-	Stuck     int             `json:"stuck"`
-	Divergent bool            `json:"divergent"`
-	Reasons   []string        `json:"reasons,omitempty"`
+	Since  time.Time       `json:"since"`
+	Payers []*Payer        `json:"payers"`
+	Files  []store.FileDay `json:"files"`
+	Dead   int             `json:"dead"`
+	Stuck  int             `json:"stuck"`
+	// Conflicts are the key and effect conflicts recorded since: content
+	// that was quarantined, not posted, and awaits an operator's review.
+	// They are alerted on by the conflict metric and do not by themselves
+	// make the report divergent: what was posted still matches what was
+	// processed.
+	Conflicts []Conflict `json:"conflicts,omitempty"`
+	Divergent bool       `json:"divergent"`
+	Reasons   []string   `json:"reasons,omitempty"`
+}
+
+// Conflict is one recorded conflict. Kind "conflict": an envelope key
+// re-sent with other content (Key is the envelope key); "effect_conflict":
+// a business key (payment payer and trace, or a claim's digest) re-sent
+// with other content, e.g. another amount (Key is the effect key). No
+// patient data.
+type Conflict struct {
+	Kind                  string    `json:"kind"`
+	Key                   string    `json:"key"`
+	Source                string    `json:"source"`
+	Path                  string    `json:"path"`
+	CorrelationID         string    `json:"correlation_id"`
+	OriginalCorrelationID string    `json:"original_correlation_id"`
+	At                    time.Time `json:"at"`
 }
 
 type summary struct {
@@ -62,6 +83,10 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	rep := &Report{Since: since, Files: f.Files, Dead: f.Dead, Stuck: f.Stuck}
+	for _, c := range f.Conflicts {
+		rep.Conflicts = append(rep.Conflicts, Conflict{Kind: c.Kind, Key: c.Key, Source: c.Source, Path: c.Path,
+			CorrelationID: c.CorrelationID, OriginalCorrelationID: c.OriginalCorrelationID, At: c.At})
+	}
 	payers := map[string]*Payer{}
 	payer := func(id string) *Payer {
 		if payers[id] == nil {
@@ -147,7 +172,14 @@ func (r *Report) Print(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%s\t%d\n", p.PayerID, p.Parsed, p.ParsedAmount, p.Enqueued,
 			p.EnqueuedAmount, p.Delivered, p.DeliveredAmount, p.Unbalanced)
 	}
-	fmt.Fprintf(tw, "\ndead rows\t%d\nstuck rows\t%d\n", r.Dead, r.Stuck)
+	fmt.Fprintf(tw, "\ndead rows\t%d\nstuck rows\t%d\nconflicts\t%d\n", r.Dead, r.Stuck, len(r.Conflicts))
+	if len(r.Conflicts) > 0 {
+		fmt.Fprintf(tw, "\nCONFLICTS (quarantined, not posted; review)\nKIND\tKEY\tSOURCE\tPATH\tCORRELATION\tORIGINAL\tAT\n")
+		for _, c := range r.Conflicts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Kind, c.Key, c.Source, c.Path, c.CorrelationID,
+				c.OriginalCorrelationID, c.At.Format(time.RFC3339))
+		}
+	}
 	if r.Divergent {
 		fmt.Fprintln(tw, "\nDIVERGENT:")
 		for _, reason := range r.Reasons {

@@ -28,11 +28,15 @@ const (
 	// BusinessDuplicate: a new key whose effects all exist already (a
 	// regenerated document): recorded, nothing posted.
 	BusinessDuplicate Outcome = "business_duplicate"
-	// Conflict: the key was claimed with other content: quarantined as a
-	// sighting and counted, never silently dropped.
+	// Conflict: the key was claimed with other content (a key conflict),
+	// or an effect key of the set exists with other business content (an
+	// effect conflict, SetResult.ConflictKeys): quarantined as a sighting
+	// and counted, never silently dropped.
 	Conflict Outcome = "conflict"
 	// Rejected: the set failed validation; claimed as rejected, posts
-	// nothing. Other content may claim a rejected key again.
+	// nothing. The next arrival of the key that processes claims it again,
+	// whatever its content hash; a rejected arrival with the same hash is a
+	// duplicate, with another hash it re-records the rejection.
 	Rejected Outcome = "rejected"
 )
 
@@ -68,6 +72,10 @@ type Effect struct {
 	OrderingKey string          `json:"ordering_key"`
 	Sink        string          `json:"sink"`
 	Payload     json.RawMessage `json:"payload"`
+	// Hash is the SHA-256 (hex) of the effect's business content, without
+	// envelope keys or control numbers: an existing effect key with the
+	// same hash is a business duplicate, with another hash a conflict.
+	Hash string `json:"hash"`
 	// UnlessConflictIn, for an acknowledgment, is the key prefix of the
 	// sets it answers: it is not inserted when one of them was a key
 	// conflict in the same ingestion (quarantined content is not accepted).
@@ -96,6 +104,9 @@ type SetResult struct {
 	OriginalCorrelationID string
 	// EffectKeys are the outbox rows this set inserted.
 	EffectKeys []string
+	// ConflictKeys are the set's effect keys that exist with other
+	// business content (outcome Conflict); none was inserted.
+	ConflictKeys []string
 }
 
 // FileStatus is the ledger status of a remote file.
@@ -306,6 +317,23 @@ type Facts struct {
 	// Stuck counts rows pending or in flight since before StuckBefore.
 	Stuck int
 	Dead  int
+	// Conflicts are the key and effect conflicts recorded since.
+	Conflicts []ConflictSighting
+}
+
+// ConflictSighting is a recorded conflict: kind "conflict" (an envelope
+// key seen with other content; Key is the envelope key) or
+// "effect_conflict" (an effect key seen with other business content; Key
+// is the effect key). Neither carries patient data.
+type ConflictSighting struct {
+	Kind          string
+	Key           string
+	Source        string
+	Path          string
+	CorrelationID string
+	// OriginalCorrelationID names the arrival whose row was kept.
+	OriginalCorrelationID string
+	At                    time.Time
 }
 
 // ParsedPayment is an inbox row's 835 summary.

@@ -14,7 +14,10 @@ type Claims struct {
 	Claims           int
 	// IDPrefix seeds CLM01: claim i gets "{IDPrefix}{i}".
 	IDPrefix string
-	EOL      string
+	// Frequency is the claim frequency code CLM05-3: 1 (original, the
+	// default), 7 (replacement) or 8 (void).
+	Frequency string
+	EOL       string
 }
 
 // Write writes the file to w.
@@ -33,6 +36,9 @@ func (c Claims) Write(w io.Writer) error {
 	}
 	if c.IDPrefix == "" {
 		c.IDPrefix = "CLAIM"
+	}
+	if c.Frequency == "" {
+		c.Frequency = "1"
 	}
 	r := &Remit{Element: '*', Component: ':', Repetition: '^', Segment: '~', EOL: c.EOL}
 	s := &segw{w: bufio.NewWriter(w), r: r}
@@ -54,7 +60,7 @@ func (c Claims) Write(w io.Writer) error {
 	s.seg("NM1*IL*1*PATIENT*TEST****MI*MBR000001")
 	s.seg("NM1*PR*2*ACME HEALTH PLAN*****PI*ACME01")
 	for i := 1; i <= c.Claims; i++ {
-		s.seg("CLM*%s%d*150.00***11:B:1*Y*A*Y*I", c.IDPrefix, i)
+		s.seg("CLM*%s%d*150.00***11:B:%s*Y*A*Y*I", c.IDPrefix, i, c.Frequency)
 		s.seg("HI*ABK:J0300*ABF:R05")
 		s.seg("LX*1")
 		s.seg("SV1*HC:99213*100.00*UN*1***1")

@@ -177,7 +177,7 @@ func (s *Store) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingest
 	return &ingestion{s: &f, st: s, batch: &pgx.Batch{}}, nil
 }
 
-const claimSQL = `SELECT outcome, original_correlation_id, inserted FROM ediwatch_claim_set(
+const claimSQL = `SELECT outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_set(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
 func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
@@ -213,15 +213,15 @@ func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int6
 }
 
 const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
-	next_attempt_at, created_at, updated_at)
-	SELECT $1, $2, $3, $4, '', $5, $6, $7, $7, $7
+	next_attempt_at, created_at, updated_at, effect_hash)
+	SELECT $1, $2, $3, $4, '', $5, $6, $7, $7, $7, $9
 	WHERE $8 = '' OR NOT EXISTS (SELECT 1 FROM sighting WHERE kind = 'conflict' AND correlation_id = $5
 	                             AND substr(key, 1, length($8)) = $8)
 	ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key`
 
 func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
 	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now,
-		e.UnlessConflictIn)
+		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
 	in.bytes += len(e.Payload) + 200
 	return in.maybeFlush(ctx)
@@ -257,7 +257,7 @@ func (in *ingestion) read(br pgx.BatchResults) error {
 		case "set":
 			var r store.SetResult
 			var outcome string
-			if err := br.QueryRow().Scan(&outcome, &r.OriginalCorrelationID, &r.EffectKeys); err != nil {
+			if err := br.QueryRow().Scan(&outcome, &r.OriginalCorrelationID, &r.EffectKeys, &r.ConflictKeys); err != nil {
 				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
 			}
 			r.Key, r.Outcome = q.key, store.Outcome(outcome)
@@ -739,7 +739,33 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	rows.Close()
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('pending', 'inflight') AND created_at < $1),
 		count(*) FILTER (WHERE status = 'dead') FROM outbox`, stuckBefore).Scan(&f.Stuck, &f.Dead)
+	if err != nil {
+		return f, err
+	}
+	f.Conflicts, err = s.conflictsSince(ctx, since)
 	return f, err
+}
+
+// conflictsSince returns the key and effect conflicts recorded since.
+func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.ConflictSighting, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kind, key, source, path, correlation_id, original_correlation_id,
+		created_at FROM sighting WHERE kind IN ('conflict', 'effect_conflict') AND created_at >= $1
+		ORDER BY created_at, id`, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.ConflictSighting
+	for rows.Next() {
+		var c store.ConflictSighting
+		if err := rows.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID,
+			&c.At); err != nil {
+			return nil, err
+		}
+		c.At = c.At.UTC()
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // Prune implements store.Store.

@@ -215,17 +215,19 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 			return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
 		}
 		switch {
+		case exStatus == "rejected" && (!r.Rejected || exHash != r.ContentHash):
+			// A rejection is not processing: the next arrival that
+			// processes claims the key, whatever its content hash.
+			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = ?, content_hash = ?, set_type = ?,
+				reason = ?, summary = ?, source = ?, path = ?, file_sha256 = ?, correlation_id = ?, created_at = ?,
+				updated_at = ? WHERE key = ?`, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source,
+				f.Path, f.SHA256, f.CorrelationID, now, now, r.Key); err != nil {
+				return fmt.Errorf("ingest: reclaim %s: %w", r.Key, err)
+			}
 		case exHash == r.ContentHash:
 			res.Outcome, res.OriginalCorrelationID = store.Duplicate, exCorr
 			add()
 			return in.sighting(ctx, "duplicate", r, exCorr)
-		case exStatus == "rejected":
-			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = ?, content_hash = ?, set_type = ?,
-				reason = ?, summary = ?, source = ?, path = ?, file_sha256 = ?, correlation_id = ?, updated_at = ?
-				WHERE key = ?`, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source, f.Path,
-				f.SHA256, f.CorrelationID, now, r.Key); err != nil {
-				return fmt.Errorf("ingest: reclaim %s: %w", r.Key, err)
-			}
 		default:
 			res.Outcome, res.OriginalCorrelationID = store.Conflict, exCorr
 			add()
@@ -238,37 +240,70 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 		return nil
 	}
 	for _, e := range r.Effects {
-		key, err := in.insertEffect(ctx, e, r.Key)
+		key, conflictWith, err := in.insertEffect(ctx, e, r.Key)
 		if err != nil {
 			return err
 		}
-		if key != "" {
+		switch {
+		case key != "":
 			res.EffectKeys = append(res.EffectKeys, key)
+		case conflictWith != nil:
+			if len(res.ConflictKeys) == 0 {
+				res.OriginalCorrelationID = *conflictWith
+			}
+			res.ConflictKeys = append(res.ConflictKeys, e.Key)
+			if _, err := in.tx.ExecContext(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path,
+				file_sha256, correlation_id, original_correlation_id, created_at)
+				VALUES ('effect_conflict', ?, ?, ?, ?, ?, ?, ?, ?)`,
+				e.Key, e.Hash, f.Source, f.Path, f.SHA256, f.CorrelationID, *conflictWith, now); err != nil {
+				return fmt.Errorf("ingest: effect conflict %s: %w", e.Key, err)
+			}
 		}
 	}
-	res.Outcome = store.Processed
-	if len(r.Effects) > 0 && len(res.EffectKeys) == 0 {
+	switch {
+	case len(res.ConflictKeys) > 0:
+		res.Outcome = store.Conflict
+		if len(res.EffectKeys) == 0 {
+			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = 'conflict', reason = 'effect conflict'
+				WHERE key = ?`, r.Key); err != nil {
+				return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
+			}
+		}
+	case len(r.Effects) > 0 && len(res.EffectKeys) == 0:
 		res.Outcome = store.BusinessDuplicate
 		add()
 		return in.sighting(ctx, "business_duplicate", r, "")
+	default:
+		res.Outcome = store.Processed
 	}
 	add()
 	return nil
 }
 
-func (in *ingestion) insertEffect(ctx context.Context, e store.Effect, inboxKey string) (string, error) {
+// insertEffect inserts e unless its effect key exists. It returns the key
+// when inserted; when the key exists with other business content (both
+// hashes known and different), the correlation id of the existing row.
+func (in *ingestion) insertEffect(ctx context.Context, e store.Effect, inboxKey string) (string, *string, error) {
 	now := us(in.f.Now)
 	ins, err := in.tx.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
-		correlation_id, payload, next_attempt_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
-		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, string(e.Payload), now, now, now)
+		correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
+		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, string(e.Payload), now, now, now, e.Hash)
 	if err != nil {
-		return "", fmt.Errorf("ingest: effect %s: %w", e.Key, err)
+		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
 	}
-	if n, _ := ins.RowsAffected(); n == 0 {
-		return "", nil
+	if n, _ := ins.RowsAffected(); n == 1 {
+		return e.Key, nil, nil
 	}
-	return e.Key, nil
+	var exHash, exCorr string
+	if err := in.tx.QueryRowContext(ctx, "SELECT effect_hash, correlation_id FROM outbox WHERE effect_key = ?",
+		e.Key).Scan(&exHash, &exCorr); err != nil {
+		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
+	}
+	if exHash != "" && exHash != e.Hash {
+		return "", &exCorr, nil
+	}
+	return "", nil, nil
 }
 
 // NextControlNumber allocates inside the ingestion's transaction: it holds
@@ -295,7 +330,7 @@ func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
 			return nil
 		}
 	}
-	key, err := in.insertEffect(ctx, e, "")
+	key, _, err := in.insertEffect(ctx, e, "")
 	if key != "" {
 		in.result.AckKeys = append(in.result.AckKeys, key)
 	}
@@ -704,7 +739,34 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	rows.Close()
 	err = s.db.QueryRowContext(ctx, `SELECT coalesce(sum(status IN ('pending', 'inflight') AND created_at < ?), 0),
 		coalesce(sum(status = 'dead'), 0) FROM outbox`, us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
+	if err != nil {
+		return f, err
+	}
+	f.Conflicts, err = s.conflictsSince(ctx, since)
 	return f, err
+}
+
+// conflictsSince returns the key and effect conflicts recorded since.
+func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.ConflictSighting, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT kind, key, source, path, correlation_id, original_correlation_id,
+		created_at FROM sighting WHERE kind IN ('conflict', 'effect_conflict') AND created_at >= ?
+		ORDER BY created_at, id`, us(since))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.ConflictSighting
+	for rows.Next() {
+		var c store.ConflictSighting
+		var at int64
+		if err := rows.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID,
+			&at); err != nil {
+			return nil, err
+		}
+		c.At = fromUS(at)
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // Prune implements store.Store.

@@ -104,6 +104,9 @@ func Run(t *testing.T, newStore NewStore) {
 		"ControlNumbers":                   testControlNumbers,
 		"Prune":                            testPrune,
 		"MigrateTwiceConcurrently":         testMigrateAgain,
+		"RejectedKeyReclaimedSameHash":     testRejectedKeyClaimedByNextProcessing,
+		"EffectConflictNotBusinessDup":     testEffectConflict,
+		"EffectConflictConcurrently":       testEffectConflictConcurrently,
 	}
 	names := make([]string, 0, len(tests))
 	for n := range tests {

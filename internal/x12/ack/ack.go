@@ -173,15 +173,7 @@ func Build999(ctx context.Context, ix *envelope.Interchange, g *envelope.Group, 
 	writeISA(w, us, them, ctl, ix.Usage, now)
 	w.Segment("GS", "FA", us.App, them.App, now.Format("20060102"), now.Format("1504"),
 		strconv.FormatInt(ctl, 10), "X", "005010X231A1")
-	body := [][]string{{"AK1", g.FunctionalID, g.ControlNumber, g.Version}}
-	accepted := 0
-	for _, s := range sets {
-		body = append(body, setSegments(s)...)
-		if s.Accepted() {
-			accepted++
-		}
-	}
-	body = append(body, ak9(g, len(sets), accepted))
+	body := body999(g, sets)
 	w.Segment("ST", "999", "0001", "005010X231A1")
 	for _, seg := range body {
 		w.Segment(seg[0], seg[1:]...)
@@ -193,6 +185,42 @@ func Build999(ctx context.Context, ix *envelope.Interchange, g *envelope.Group, 
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// body999 returns the segments of a 999 between ST and SE: AK1, the
+// answer for each set, AK9.
+func body999(g *envelope.Group, sets []SetResult) [][]string {
+	body := [][]string{{"AK1", g.FunctionalID, g.ControlNumber, g.Version}}
+	accepted := 0
+	for _, s := range sets {
+		body = append(body, setSegments(s)...)
+		if s.Accepted() {
+			accepted++
+		}
+	}
+	return append(body, ak9(g, len(sets), accepted))
+}
+
+// Verdict999 returns what the 999 for a group says, without any control
+// number of ours: its AK1..AK9 segments, one per line. Two arrivals of a
+// group with the same verdict get the same text; a rejected group and its
+// corrected re-send do not.
+func Verdict999(g *envelope.Group, sets []SetResult) string {
+	var b strings.Builder
+	for _, seg := range body999(g, sets) {
+		b.WriteString(strings.Join(seg, "*"))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// VerdictTA1 returns what the TA1 for an interchange says: its
+// acknowledgment code and note code (A000, R023...).
+func VerdictTA1(ix *envelope.Interchange) string {
+	if len(ix.Errors) > 0 {
+		return "R" + ix.Errors[0].Cause.Ack
+	}
+	return "A000"
 }
 
 func setSegments(s SetResult) [][]string {
@@ -283,10 +311,8 @@ func ak9(g *envelope.Group, received, accepted int) []string {
 // first envelope error.
 func BuildTA1(ctx context.Context, ix *envelope.Interchange, cn ControlNumbers, opts Options) ([]byte, error) {
 	us, them := opts.parties(ix, nil)
-	code, note := "A", "000"
-	if len(ix.Errors) > 0 {
-		code, note = "R", ix.Errors[0].Cause.Ack
-	}
+	v := VerdictTA1(ix)
+	code, note := v[:1], v[1:]
 	return buildTA1(ctx, us, them, padCtl(ix.ControlNumber), ix.Date, ix.Time, ix.Usage, code, note, cn, opts)
 }
 

@@ -5,6 +5,9 @@ package claim
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"strings"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
@@ -274,8 +277,29 @@ func (ps *parser) diagnoses(claim *Claim, s envelope.Segment, v []byte) {
 }
 
 // EffectKey returns the business key of the claim.received effect:
-// claim:{envelope key}:{CLM01}.
-func EffectKey(setKey string, c Claim) string { return "claim:" + setKey + ":" + c.ClaimID }
+// claim:{digest} over the claim's business identity — the interchange
+// sender and receiver ("qualifier:id"), CLM01 and the frequency code
+// CLM05-3. The same claim re-batched under new control numbers has the
+// same key; a replacement (7) or void (8) has a key of its own. The
+// patient control number never appears in clear.
+func EffectKey(sender, receiver string, c Claim) string {
+	return "claim:" + digest(sender, receiver, c.ClaimID, c.Frequency)
+}
+
+// OrderingKey returns the ordering key of the claim.received effect:
+// claimorder:{digest} over sender, receiver and CLM01, shared by a claim,
+// its replacements and its void, so they are delivered in the order
+// ingested.
+func OrderingKey(sender, receiver string, c Claim) string {
+	return "claimorder:" + digest(sender, receiver, c.ClaimID)
+}
+
+// digest is the SHA-256 (hex) of the parts, encoded unambiguously.
+func digest(parts ...string) string {
+	b, _ := json.Marshal(parts) // strings always encode
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
 
 // Summary is what `inspect` shows of an 837 set: no patient data.
 type Summary struct {

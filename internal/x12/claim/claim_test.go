@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -107,8 +108,39 @@ func TestProfessionalHierarchy(t *testing.T) {
 		len(c.Lines) != 4 || c.Lines[0].Procedure != "99213" || c.Lines[0].Date != "2006-10-03" {
 		t.Errorf("claim %+v", c)
 	}
-	if EffectKey("x12:K", c) != "claim:x12:K:26463774" {
-		t.Errorf("effect key %s", EffectKey("x12:K", c))
+}
+
+// TestClaimKeysAreDigestsOfTheBusinessIdentity: the effect key names
+// sender, receiver, CLM01 and CLM05-3, the ordering key all but the
+// frequency, both as SHA-256 digests with no patient control number in
+// clear.
+func TestClaimKeysAreDigestsOfTheBusinessIdentity(t *testing.T) {
+	c := Claim{ClaimID: "26463774", Frequency: "1"}
+	key, order := EffectKey("ZZ:SUB", "ZZ:RCV", c), OrderingKey("ZZ:SUB", "ZZ:RCV", c)
+	if !regexp.MustCompile(`^claim:[0-9a-f]{64}$`).MatchString(key) ||
+		!regexp.MustCompile(`^claimorder:[0-9a-f]{64}$`).MatchString(order) {
+		t.Fatalf("keys %s %s", key, order)
+	}
+	if strings.Contains(key+order, c.ClaimID) {
+		t.Error("CLM01 in clear in a key")
+	}
+	if EffectKey("ZZ:SUB", "ZZ:RCV", Claim{ClaimID: "26463774", Frequency: "1", TotalCharge: x12.MustMoney("9")}) != key {
+		t.Error("the effect key depends on more than the business identity")
+	}
+	replacement := Claim{ClaimID: "26463774", Frequency: "7"}
+	if EffectKey("ZZ:SUB", "ZZ:RCV", replacement) == key || OrderingKey("ZZ:SUB", "ZZ:RCV", replacement) != order {
+		t.Error("a replacement must have its own effect key and the original's ordering key")
+	}
+	for _, other := range []string{
+		EffectKey("ZZ:OTHER", "ZZ:RCV", c), EffectKey("ZZ:SUB", "ZZ:OTHER", c),
+		EffectKey("ZZ:SUB", "ZZ:RCV", Claim{ClaimID: "26463775", Frequency: "1"}),
+		// The parts are encoded unambiguously: moving a character from one
+		// part to the next changes the key.
+		EffectKey("ZZ:SU", "BZZ:RCV", c),
+	} {
+		if other == key {
+			t.Errorf("another identity shares the key %s", key)
+		}
 	}
 }
 

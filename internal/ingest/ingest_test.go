@@ -1,0 +1,318 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/process"
+	"github.com/ediwatch/ediwatch/internal/reconcile"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/postgres"
+	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
+	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// t0 is the time storetest.Ingest stamps on every row.
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// eachStore runs fn against a fresh real SQLite and a fresh real
+// PostgreSQL store.
+func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
+	t.Run("sqlite", func(t *testing.T) {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ediwatch.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		fn(t, s)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, pgtest.New(t, postgres.Options{}))
+	})
+}
+
+func mustIngest(t *testing.T, s store.Store, path string, data []byte) *ingest.Result {
+	t.Helper()
+	r, err := storetest.Ingest(t, s, path, data)
+	if err != nil {
+		t.Fatalf("ingest %s: %v", path, err)
+	}
+	return r
+}
+
+// deliver claims and completes the due rows of sink until none is left,
+// and returns them in the batches the relay would have got them in.
+func deliver(t *testing.T, s store.Store, sink string) [][]store.OutboxRow {
+	t.Helper()
+	ctx := context.Background()
+	var batches [][]store.OutboxRow
+	for {
+		rows, err := s.Claim(ctx, t0, []string{sink}, 100, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 0 {
+			return batches
+		}
+		for _, r := range rows {
+			if err := s.Complete(ctx, r.ID, r.LeaseToken, t0, 200); err != nil {
+				t.Fatal(err)
+			}
+		}
+		batches = append(batches, rows)
+	}
+}
+
+func flat(batches [][]store.OutboxRow) []store.OutboxRow {
+	var out []store.OutboxRow
+	for _, b := range batches {
+		out = append(out, b...)
+	}
+	return out
+}
+
+// ackX12 returns the X12 of an acknowledgment row.
+func ackX12(t *testing.T, r store.OutboxRow) string {
+	t.Helper()
+	var ev process.AckEvent
+	if err := json.Unmarshal(r.Payload, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev.X12
+}
+
+func canonical(t *testing.T) []byte { return storetest.Fixture(t, "835_canonical.x12") }
+
+// TestStalledUploadThenCompletePostsOnce: an 835 whose upload stalled
+// before GE/IEA is ingested and rejected (iea_missing); the complete file
+// then arrives under the same name. Its set has the same content hash as
+// the rejected one, yet it is processed: one payment, an accepting 999,
+// and reconciliation counts the key once, as processed.
+func TestStalledUploadThenCompletePostsOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		full := canonical(t)
+		stalled := full[:bytes.Index(full, []byte("GE*1*101~"))]
+		first := mustIngest(t, s, "ERA835.txt", stalled)
+		if first.Count(store.Rejected) != 1 || !strings.Contains(first.Sets[0].Reason, "iea_missing") {
+			t.Fatalf("stalled upload: %+v", first.Sets)
+		}
+		second := mustIngest(t, s, "ERA835.txt", full)
+		if o := second.Sets[0]; o.Outcome != store.Processed || o.Key != first.Sets[0].Key ||
+			!slices.Equal(o.EffectKeys, []string{"payment:1512345678:EFT0001"}) {
+			t.Fatalf("complete file after the stalled one: %+v, want processed with one payment", second.Sets)
+		}
+		if len(second.AckKeys) != 1 || !strings.HasPrefix(second.AckKeys[0], "ack999:") {
+			t.Fatalf("acknowledgments of the complete file: %v", second.AckKeys)
+		}
+		acks := flat(deliver(t, s, "acks"))
+		var x999 string
+		for _, a := range acks {
+			if a.EffectKey == second.AckKeys[0] {
+				x999 = ackX12(t, a)
+			}
+		}
+		if !strings.Contains(x999, "IK5*A~") || !strings.Contains(x999, "AK9*A*1*1*1~") {
+			t.Errorf("the complete file's 999 does not accept it:\n%s", x999)
+		}
+		if payments := flat(deliver(t, s, "ledger")); len(payments) != 1 {
+			t.Errorf("%d payments delivered, want 1", len(payments))
+		}
+		if again := mustIngest(t, s, "copy.txt", full); again.Count(store.Duplicate) != 1 || len(again.AckKeys) != 0 {
+			t.Errorf("the complete file once more: %+v %v", again.Sets, again.AckKeys)
+		}
+		c, _ := s.Counts(context.Background())
+		if c.Inbox["processed"] != 1 || c.Inbox["rejected"] != 0 {
+			t.Errorf("inbox %v", c.Inbox)
+		}
+		rep, err := reconcile.Run(context.Background(), s, t0.Add(-time.Hour), time.Hour, t0.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Divergent || len(rep.Payers) != 1 || rep.Payers[0].Parsed != 1 || rep.Payers[0].Enqueued != 1 ||
+			rep.Payers[0].Delivered != 1 {
+			t.Errorf("reconcile: %+v %+v", rep, rep.Payers)
+		}
+	})
+}
+
+// TestCorrectedEnvelopeErrorIsProcessed: a file rejected for an envelope
+// error (IEA02, GE01, IEA01) and re-sent corrected, its set unchanged, is
+// processed, and its acknowledgment is queued with its own verdict.
+func TestCorrectedEnvelopeErrorIsProcessed(t *testing.T) {
+	for _, fixture := range []string{"err_iea02_mismatch.x12", "err_ge01_count.x12", "err_iea01_count.x12"} {
+		t.Run(strings.TrimSuffix(fixture, ".x12"), func(t *testing.T) {
+			eachStore(t, func(t *testing.T, s store.Store) {
+				bad := mustIngest(t, s, "ERA.835", storetest.Fixture(t, fixture))
+				if bad.Count(store.Rejected) != 1 || len(bad.AckKeys) != 1 {
+					t.Fatalf("bad file: %+v %v", bad.Sets, bad.AckKeys)
+				}
+				fixed := mustIngest(t, s, "ERA.835", canonical(t))
+				if fixed.Count(store.Processed) != 1 || len(fixed.Sets[0].EffectKeys) != 1 {
+					t.Fatalf("corrected file: %+v, want processed with its payment", fixed.Sets)
+				}
+				if len(fixed.AckKeys) != 1 || fixed.AckKeys[0] == bad.AckKeys[0] {
+					t.Fatalf("999 of the corrected file: %v (bad file's acknowledgment %v)", fixed.AckKeys, bad.AckKeys)
+				}
+				for _, a := range flat(deliver(t, s, "acks")) {
+					if a.EffectKey == fixed.AckKeys[0] && !strings.Contains(ackX12(t, a), "AK9*A*1*1*1~") {
+						t.Errorf("the corrected file's 999 does not accept it:\n%s", ackX12(t, a))
+					}
+				}
+				if c, _ := s.Counts(context.Background()); c.Inbox["processed"] != 1 || c.Inbox["rejected"] != 0 {
+					t.Errorf("inbox %v", c.Inbox)
+				}
+			})
+		})
+	}
+}
+
+// otherControl returns the canonical 835 under interchange and group
+// control number ctl.
+func otherControl(data []byte, ctl string) []byte {
+	d := bytes.ReplaceAll(data, []byte("000000101"), []byte("000000"+ctl))
+	d = bytes.Replace(d, []byte("*101*X*"), []byte("*"+ctl+"*X*"), 1)
+	return bytes.Replace(d, []byte("GE*1*101"), []byte("GE*1*"+ctl), 1)
+}
+
+// TestSamePaymentOtherAmountIsConflict: two 835s with the same payment
+// number (payer TRN03, trace TRN02) and different amounts. The second is a
+// conflict — recorded, shown by reconcile — not a business duplicate, and
+// the first payment stands. A regenerated copy of the first under new
+// control numbers is still a business duplicate.
+func TestSamePaymentOtherAmountIsConflict(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		first := mustIngest(t, s, "a.835", canonical(t))
+		if first.Count(store.Processed) != 1 {
+			t.Fatalf("first: %+v", first.Sets)
+		}
+		other := bytes.Replace(otherControl(canonical(t), "303"), []byte("BPR*I*150.00"), []byte("BPR*I*175.00"), 1)
+		r := mustIngest(t, s, "b.835", other)
+		if o := r.Sets[0]; o.Outcome != store.Conflict || len(o.EffectKeys) != 0 ||
+			!slices.Equal(o.ConflictKeys, []string{"payment:1512345678:EFT0001"}) {
+			t.Fatalf("same payment number, other amount: %+v, want a conflict", r.Sets)
+		}
+		if regen := mustIngest(t, s, "c.835", otherControl(canonical(t), "404")); regen.Count(store.BusinessDuplicate) != 1 {
+			t.Errorf("regenerated under new control numbers: %+v, want a business duplicate", regen.Sets)
+		}
+		payments := flat(deliver(t, s, "ledger"))
+		if len(payments) != 1 || !strings.Contains(string(payments[0].Payload), `"amount": "150.00"`) &&
+			!strings.Contains(string(payments[0].Payload), `"amount":"150.00"`) {
+			t.Errorf("payments delivered: %d, want the first one alone", len(payments))
+		}
+		c, _ := s.Counts(context.Background())
+		if c.Sightings["effect_conflict"] != 1 || c.Sightings["business_duplicate"] != 1 || c.Inbox["conflict"] != 1 {
+			t.Errorf("counts %+v", c)
+		}
+		rep, err := reconcile.Run(context.Background(), s, t0.Add(-time.Hour), time.Hour, t0.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Conflicts) != 1 || rep.Conflicts[0].Kind != "effect_conflict" ||
+			rep.Conflicts[0].Key != "payment:1512345678:EFT0001" || rep.Conflicts[0].Path != "b.835" ||
+			rep.Payers[0].Parsed != 1 || rep.Divergent {
+			t.Errorf("reconcile: %+v", rep)
+		}
+		var out bytes.Buffer
+		rep.Print(&out)
+		if !strings.Contains(out.String(), "CONFLICTS") || !strings.Contains(out.String(), "payment:1512345678:EFT0001") {
+			t.Errorf("printed report:\n%s", out.String())
+		}
+	})
+}
+
+func claims(c x12gen.Claims) []byte {
+	var b bytes.Buffer
+	if err := c.Write(&b); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// claimFreq returns the frequency code of a claim.received row.
+func claimFreq(t *testing.T, r store.OutboxRow) string {
+	var ev process.ClaimEvent
+	if err := json.Unmarshal(r.Payload, &ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev.Frequency
+}
+
+// TestRebatchedClaimIsBusinessDuplicate: 837 claims are keyed by their
+// business identity (sender, receiver, CLM01, CLM05-3), digested. The same
+// claims re-batched under new control numbers post nothing; the same
+// identity with other content is a conflict; no key holds CLM01 in clear.
+func TestRebatchedClaimIsBusinessDuplicate(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		orig := mustIngest(t, s, "claims-1.x12", claims(x12gen.Claims{Control: 1, Claims: 2, IDPrefix: "PCN-"}))
+		if orig.Count(store.Processed) != 1 || len(orig.Sets[0].EffectKeys) != 2 {
+			t.Fatalf("original: %+v", orig.Sets)
+		}
+		rebatched := mustIngest(t, s, "claims-2.x12", claims(x12gen.Claims{Control: 2, Claims: 2, IDPrefix: "PCN-"}))
+		if rebatched.Count(store.BusinessDuplicate) != 1 {
+			t.Errorf("re-batched under new control numbers: %+v, want a business duplicate", rebatched.Sets)
+		}
+		changed := bytes.Replace(claims(x12gen.Claims{Control: 3, Claims: 2, IDPrefix: "PCN-"}),
+			[]byte("CLM*PCN-1*150.00"), []byte("CLM*PCN-1*175.00"), 1)
+		r := mustIngest(t, s, "claims-3.x12", changed)
+		if o := r.Sets[0]; o.Outcome != store.Conflict || len(o.ConflictKeys) != 1 || o.ConflictKeys[0] != orig.Sets[0].EffectKeys[0] {
+			t.Errorf("same claim identity, other charge: %+v, want a conflict on the first claim", r.Sets)
+		}
+		rows := flat(deliver(t, s, "ledger"))
+		if len(rows) != 2 {
+			t.Errorf("%d claims delivered, want 2", len(rows))
+		}
+		for _, row := range rows {
+			if strings.Contains(row.EffectKey+row.OrderingKey, "PCN-") {
+				t.Errorf("CLM01 in clear in a key: %s %s", row.EffectKey, row.OrderingKey)
+			}
+		}
+	})
+}
+
+// TestReplacementAndVoidFollowTheOriginal: a replacement (frequency 7) and
+// a void (8) of a claim are new effects on the original's ordering key,
+// delivered after it.
+func TestReplacementAndVoidFollowTheOriginal(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		var keys []string
+		for i, freq := range []string{"1", "7", "8"} {
+			r := mustIngest(t, s, "claims-"+freq+".x12", claims(x12gen.Claims{Control: 10 + i, Claims: 2,
+				IDPrefix: "PCN-", Frequency: freq}))
+			if r.Count(store.Processed) != 1 || len(r.Sets[0].EffectKeys) != 2 {
+				t.Fatalf("frequency %s: %+v, want two new claims", freq, r.Sets)
+			}
+			keys = append(keys, r.Sets[0].EffectKeys...)
+		}
+		if u := slices.Compact(slices.Sorted(slices.Values(keys))); len(u) != 6 {
+			t.Errorf("effect keys %v, want six distinct", keys)
+		}
+		batches := deliver(t, s, "ledger")
+		if len(batches) != 3 {
+			t.Fatalf("%d delivery rounds, want 3 (original, replacement, void)", len(batches))
+		}
+		for i, want := range []string{"1", "7", "8"} {
+			if len(batches[i]) != 2 || claimFreq(t, batches[i][0]) != want || claimFreq(t, batches[i][1]) != want {
+				t.Errorf("round %d: %d rows, want the two claims of frequency %s", i, len(batches[i]), want)
+			}
+		}
+		if batches[0][0].OrderingKey != batches[1][0].OrderingKey || batches[0][0].OrderingKey == batches[0][1].OrderingKey {
+			t.Errorf("ordering keys: %s %s %s", batches[0][0].OrderingKey, batches[1][0].OrderingKey, batches[0][1].OrderingKey)
+		}
+	})
+}

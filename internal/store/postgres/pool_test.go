@@ -43,24 +43,6 @@ func (a *allArrive) wait(ctx context.Context) error {
 	}
 }
 
-func (a *allArrive) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingestion, error) {
-	ing, err := a.Store.BeginIngest(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	return &arriveIngestion{Ingestion: ing, a: a}, nil
-}
-
-// arriveIngestion holds an allocation made through the ingestion too.
-type arriveIngestion struct {
-	store.Ingestion
-	a *allArrive
-}
-
-func (in *arriveIngestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
-	return in.a.NextControlNumber(ctx, sender)
-}
-
 func (a *allArrive) NextControlNumber(ctx context.Context, sender string) (int64, error) {
 	if err := a.wait(ctx); err != nil {
 		return 0, err

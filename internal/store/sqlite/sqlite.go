@@ -32,23 +32,52 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Open opens the database at dsn ("file:ediwatch.db" or a path), adding
-// WAL, a busy timeout and immediate transactions. It does not migrate.
+// Options tune OpenWith.
+type Options struct {
+	// MaxConns bounds the connection pool (default DefaultMaxConns). SQLite
+	// serialises writers whatever the pool size; more connections let
+	// readers and waiting writers queue in SQLite's busy handler instead of
+	// in the pool.
+	MaxConns int
+}
+
+// DefaultMaxConns is the pool size when Options.MaxConns is not set.
+const DefaultMaxConns = 8
+
+// Open opens the database at dsn with default options; see OpenWith.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenWith(ctx, dsn, Options{})
+}
+
+// OpenWith opens the database at dsn ("file:ediwatch.db" or a path),
+// adding WAL, a busy timeout, immediate transactions and
+// synchronous=FULL, each unless the dsn sets it. It does not migrate.
+//
+// FULL because the poller deletes a file from its drop once its ingest
+// committed: in WAL mode, NORMAL does not sync the WAL at commit, so a
+// power cut could lose a commit whose file is already gone. A dsn may
+// still ask for NORMAL explicitly (_synchronous, _sync or
+// _pragma=synchronous(...)); the README gives the measured cost of FULL.
+func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	path, query, _ := strings.Cut(dsn, "?")
 	q, err := url.ParseQuery(query)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: dsn: %w", err)
 	}
-	set := func(k, v string) {
-		if q.Get(k) == "" {
-			q.Set(k, v)
+	set := func(k, v string, aliases ...string) {
+		for _, a := range append(aliases, k) {
+			if _, ok := q[a]; ok {
+				return
+			}
 		}
+		q.Set(k, v)
 	}
 	set("_txlock", "immediate")
-	set("_busy_timeout", "30000")
-	set("_journal_mode", "WAL")
-	set("_synchronous", "NORMAL")
+	set("_busy_timeout", "30000", "_timeout")
+	set("_journal_mode", "WAL", "_journal")
+	if !pragmaSets(q, "synchronous") {
+		set("_synchronous", "FULL", "_sync")
+	}
 	if !strings.HasPrefix(path, "file:") {
 		path = "file:" + path
 	}
@@ -56,7 +85,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
-	db.SetMaxOpenConns(8)
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = DefaultMaxConns
+	}
+	db.SetMaxOpenConns(opts.MaxConns)
 	// Processes opening a new file at once race to switch it to WAL, which
 	// the busy timeout does not cover: retry briefly.
 	deadline := time.Now().Add(30 * time.Second)
@@ -72,6 +104,16 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return &Store{db: db}, nil
+}
+
+// pragmaSets reports whether a _pragma parameter of q sets name.
+func pragmaSets(q url.Values, name string) bool {
+	for _, v := range q["_pragma"] {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(v)), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close closes the database.
@@ -147,8 +189,9 @@ type ingestion struct {
 	done   bool
 }
 
-// BeginIngest implements store.Ingester. The write transaction starts at
-// the first write and holds SQLite's write lock until Commit.
+// BeginIngest implements store.Ingester. The write transaction (BEGIN
+// IMMEDIATE) starts at the first write and holds SQLite's write lock until
+// Commit or Rollback; the caller has parsed the whole file before.
 func (s *Store) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingestion, error) {
 	return &ingestion{s: s, f: f}, nil
 }
@@ -269,15 +312,6 @@ func (in *ingestion) insertEffect(ctx context.Context, e store.Effect, inboxKey 
 		return "", nil
 	}
 	return e.Key, nil
-}
-
-// NextControlNumber allocates inside the ingestion's transaction: it holds
-// SQLite's write lock, which another connection would wait for.
-func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
-	if err := in.begin(ctx); err != nil {
-		return 0, err
-	}
-	return nextControlNumber(ctx, in.tx, sender)
 }
 
 func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -122,5 +123,32 @@ func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIngestDeadlineWhenPoolExhausted: an ingest that cannot get a
+// connection fails at its deadline (store.ingest_timeout) with nothing
+// recorded, instead of waiting forever; once a connection is free the same
+// file is ingested.
+func TestIngestDeadlineWhenPoolExhausted(t *testing.T) {
+	s := openSchema(t, Options{MaxConns: 1})
+	ctx := context.Background()
+	held, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := storetest.Fixture(t, "835_canonical.x12")
+	file := func() (*ingest.Result, error) {
+		return ingest.File(ctx, ingest.Options{Store: s, Routes: storetest.Routes, Timeout: 300 * time.Millisecond},
+			store.FileInfo{Source: "pool", Path: "a.835", Size: int64(len(data)), SHA256: "a",
+				CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()}, bytes.NewReader(data))
+	}
+	if _, err := file(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with the pool exhausted: %v, want the ingest deadline", err)
+	}
+	held.Release()
+	r, err := file()
+	if err != nil || r.Count(store.Processed) != 1 {
+		t.Fatalf("after release: %v %+v", err, r)
 	}
 }

@@ -394,7 +394,9 @@ type Store interface {
 	Ledger
 	Reconciler
 	// NextControlNumber returns our next outbound ISA13/GS06 for sender:
-	// unique, and greater than every number returned before for sender.
+	// unique across every process, and greater than every number this
+	// Store returned before for sender. It is never called inside an
+	// ingestion, and numbers may be skipped (X12 allows gaps).
 	NextControlNumber(ctx context.Context, sender string) (int64, error)
 	// Prune deletes, in batches of batch rows, inbox rows and sightings
 	// created before keysBefore, delivered or discarded outbox rows last

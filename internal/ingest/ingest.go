@@ -78,8 +78,8 @@ type ControlNumberStore interface {
 //
 //  1. parse: the whole file is processed and every set record and
 //     acknowledgment is spilled, in file order, to a buffer that moves to
-//     an unlinked temporary file past spillInMemory bytes (memory stays
-//     bounded by the largest set). Acknowledgments get their control
+//     an unlinked temporary file past spillInMemory bytes (memory keeps
+//     only a few fields per set for the result). Acknowledgments get their control
 //     numbers from opts.Store directly (it must implement
 //     ControlNumberStore), outside any transaction: a failed ingest leaves
 //     a gap, which X12 allows.

@@ -114,6 +114,21 @@ func rows(r results) []row {
 		}
 		out = append(out, row{drv + ": ingests/s of a one-set 835 vs bare INSERT+COMMIT", strings.Join(parts, "; "), "≥ 0.6", verdict(met)})
 	}
+	if key := "sqlite/BenchmarkSynchronousFullVsNormal"; r[key] != nil {
+		var parts []string
+		for _, w := range []string{"1w", "4w"} {
+			full, _ := r.get(key, "full-ingests/s-"+w)
+			normal, _ := r.get(key, "normal-ingests/s-"+w)
+			ratio, _ := r.get(key, "ratio-full-"+w)
+			parts = append(parts, fmt.Sprintf("%s: %.0f vs %.0f = **%.2f**", w, full, normal, ratio))
+		}
+		full, _ := r.get(key, "full-5000-sets-s")
+		normal, _ := r.get(key, "normal-5000-sets-s")
+		ratio, _ := r.get(key, "ratio-full-5000-sets")
+		parts = append(parts, fmt.Sprintf("one 5,000-set file: %.2f vs %.2f s = **%.2f** (time)", full, normal, ratio))
+		out = append(out, row{"sqlite: synchronous=FULL (the default) vs NORMAL, ingests/s of a one-set 835",
+			strings.Join(parts, "; "), "— (the cost of durability)", "—"})
+	}
 	if v, ok := r.get("poller/BenchmarkSteadyStatePoll20k", "ratio"); ok {
 		p, _ := r.get("poller/BenchmarkSteadyStatePoll20k", "poll-ms")
 		l, _ := r.get("poller/BenchmarkSteadyStatePoll20k", "sftp-ls-l-ms")

@@ -48,7 +48,8 @@ Files are recorded in the listing ledger under the source --source (default
 				return err
 			}
 			defer s.Close()
-			opts := ingest.Options{Store: s, Routes: cfg.Routes, Ack: ackOptions(cfg, source)}
+			opts := ingest.Options{Store: s, Routes: cfg.Routes, Ack: ackOptions(cfg, source),
+				Timeout: cfg.Store.IngestTimeout.D()}
 			var files []string
 			for _, arg := range args {
 				found, err := listFiles(arg)

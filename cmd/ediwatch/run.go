@@ -87,11 +87,18 @@ type daemon struct {
 // runDaemon runs until ctx is cancelled. ready, when set, is called once
 // everything is started.
 func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready func(*daemon)) error {
-	st, err := openStore(ctx, cfg.Store, true)
+	storeCfg := cfg.Store
+	storeCfg.MaxConns = cfg.StoreMaxConns()
+	st, err := openStore(ctx, storeCfg, true)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	readyz := &readiness{now: time.Now, ping: func(ctx context.Context) error {
+		_, err := st.FileStates(ctx, "readyz", nil)
+		return err
+	}}
+	relayProgress := readyz.loop("relay", relayStall(cfg))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
@@ -112,11 +119,11 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		if err != nil {
 			return err
 		}
-		sinks[name] = s
+		sinks[name] = progressSink{Deliverer: s, p: relayProgress}
 	}
 	d.relay = relay.New(relay.Config{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
 		BackoffBase: cfg.Relay.Backoff.Base.D(), BackoffMax: cfg.Relay.Backoff.Max.D(), MaxAge: cfg.Relay.MaxAge.D(),
-		Lease: cfg.Relay.Lease.D()}, st, sinks, log.Named("relay"), m)
+		Lease: cfg.Relay.Lease.D()}, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
 	for _, sc := range cfg.Sources {
 		src, err := buildSource(sc)
 		if err != nil {
@@ -126,8 +133,10 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		d.pollers = append(d.pollers, poller.New(poller.Config{Name: sc.Name, Directories: sc.Directories,
 			Include: sc.Include, Exclude: sc.Exclude, PollInterval: sc.PollInterval.D(), StableFor: sc.StableFor.D(),
 			After: sc.After, MaxFilesPerPoll: sc.MaxFilesPerPoll, MaxFileSize: sc.MaxFileSize,
-			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads}, src, st,
-			ingest.Options{Routes: cfg.Routes, Ack: ackOptions(cfg, sc.Name)}, log.Named("poller"), m))
+			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads}, src,
+			progressStore{Store: st, p: readyz.loop("poll loop "+sc.Name, pollStall(cfg, sc))},
+			ingest.Options{Routes: cfg.Routes, Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
+			log.Named("poller"), m))
 	}
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
@@ -138,15 +147,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if _, err := st.FileStates(ctx, "readyz", nil); err != nil {
-			http.Error(w, "store unreachable", http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ready\n")
-	})
+	mux.Handle("/readyz", readyz)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	g, gctx := errgroup.WithContext(ctx)

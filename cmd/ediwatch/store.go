@@ -10,8 +10,9 @@ import (
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 )
 
-// openStore opens the configured store and, unless store.migrate is off
-// (or migrate is false), applies pending migrations.
+// openStore opens the configured store, its pool bounded by
+// store.max_conns when set (else the driver's default), and, unless
+// store.migrate is off (or migrate is false), applies pending migrations.
 func openStore(ctx context.Context, c config.Store, migrate bool) (store.Store, error) {
 	dsn, err := c.ResolveDSN()
 	if err != nil {
@@ -20,9 +21,9 @@ func openStore(ctx context.Context, c config.Store, migrate bool) (store.Store, 
 	var s store.Store
 	switch c.Driver {
 	case "postgres":
-		s, err = postgres.Open(ctx, dsn, postgres.Options{})
+		s, err = postgres.Open(ctx, dsn, postgres.Options{MaxConns: int32(c.MaxConns)})
 	case "sqlite":
-		s, err = sqlite.Open(ctx, dsn)
+		s, err = sqlite.OpenWith(ctx, dsn, sqlite.Options{MaxConns: c.MaxConns})
 	default:
 		return nil, fmt.Errorf("store.driver: unknown driver %q", c.Driver)
 	}

@@ -76,6 +76,27 @@ type Store struct {
 	DSNFile string `mapstructure:"dsn_file"`
 	// Migrate applies pending migrations at start (default true).
 	Migrate bool `mapstructure:"migrate"`
+	// MaxConns bounds the store's connection pool; 0 (default) sizes it
+	// from the rest of the configuration (see Config.StoreMaxConns).
+	MaxConns int `mapstructure:"max_conns"`
+	// IngestTimeout is the deadline of one file's ingest, parse and write
+	// (default 10m); a file that misses it is retried by a later poll.
+	IngestTimeout Duration `mapstructure:"ingest_timeout"`
+}
+
+// StoreMaxConns returns the pool size: store.max_conns when set, else one
+// connection for LISTEN, one per concurrent download of every source (each
+// may be ingesting), one per relay worker, and a margin of 4 for the lease
+// reaper, maintenance, the outbox gauges and /readyz.
+func (c Config) StoreMaxConns() int {
+	if c.Store.MaxConns > 0 {
+		return c.Store.MaxConns
+	}
+	n := 1 + c.Relay.Workers + 4
+	for _, s := range c.Sources {
+		n += max(s.Downloads, 1)
+	}
+	return n
 }
 
 // ResolveDSN returns the DSN, read from DSNFile when set.
@@ -165,7 +186,8 @@ type Log struct {
 // Default returns the configuration with every default set.
 func Default() Config {
 	return Config{
-		Store:  Store{Driver: "sqlite", DSN: "file:ediwatch.db", Migrate: true},
+		Store: Store{Driver: "sqlite", DSN: "file:ediwatch.db", Migrate: true,
+			IngestTimeout: Duration(10 * time.Minute)},
 		Routes: map[string]string{},
 		Sinks:  map[string]Sink{},
 		Relay: Relay{Workers: 8, MaxAttempts: 25, Backoff: Backoff{Base: Duration(2 * time.Second), Max: Duration(time.Hour)},
@@ -237,7 +259,8 @@ func Load(path string) (Config, error) {
 	v.AutomaticEnv()
 	def := Default()
 	// Every scalar key is made known so the environment can set it.
-	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "relay.workers",
+	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "store.max_conns",
+		"store.ingest_timeout", "relay.workers",
 		"relay.max_attempts", "relay.backoff.base", "relay.backoff.max", "relay.max_age", "relay.lease",
 		"retention.keys", "retention.replay_window", "http.listen", "log.level"} {
 		v.SetDefault(strings.ReplaceAll(k, ".", "::"), lookup(def, k))
@@ -276,6 +299,10 @@ func lookup(c Config, key string) any {
 		return c.Store.DSNFile
 	case "store.migrate":
 		return c.Store.Migrate
+	case "store.max_conns":
+		return c.Store.MaxConns
+	case "store.ingest_timeout":
+		return c.Store.IngestTimeout.String()
 	case "relay.workers":
 		return c.Relay.Workers
 	case "relay.max_attempts":
@@ -332,6 +359,12 @@ func (c *Config) Validate() error {
 		} else if _, has := u.User.Password(); has {
 			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(Redact(c.Store.DSN)))
 		}
+	}
+	if c.Store.MaxConns != 0 && c.Store.MaxConns < 2 {
+		bad("store.max_conns", "must be 0 (sized from the configuration) or at least 2", c.Store.MaxConns)
+	}
+	if c.Store.IngestTimeout <= 0 {
+		bad("store.ingest_timeout", "must be positive", c.Store.IngestTimeout.D())
 	}
 	names := map[string]bool{}
 	for i, s := range c.Sources {

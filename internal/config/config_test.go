@@ -136,3 +136,37 @@ func TestNoSuggestionForAFarKey(t *testing.T) {
 		t.Errorf("error: %v", err)
 	}
 }
+
+// TestStoreMaxConns: the pool is sized for LISTEN, every source's
+// downloads, the relay workers and a margin unless store.max_conns is set
+// (from the file or the environment).
+func TestStoreMaxConns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  s: {url: "https://x.example.test/"}
+routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s}
+relay: {workers: 6}
+sources:
+  - {name: a, type: local, directories: [/in]}
+  - {name: b, type: local, directories: [/in], downloads: 2}
+`), 0o600)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.StoreMaxConns(); got != 1+4+2+6+4 {
+		t.Errorf("default max conns %d", got)
+	}
+	if c.Store.IngestTimeout.D() != 10*time.Minute {
+		t.Errorf("ingest timeout %s", c.Store.IngestTimeout)
+	}
+	t.Setenv("EDIWATCH_STORE_MAX_CONNS", "3")
+	t.Setenv("EDIWATCH_STORE_INGEST_TIMEOUT", "90s")
+	c, err = Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StoreMaxConns() != 3 || c.Store.IngestTimeout.D() != 90*time.Second {
+		t.Errorf("from the environment: %d %s", c.StoreMaxConns(), c.Store.IngestTimeout)
+	}
+}

@@ -1,14 +1,21 @@
-// Package ingest records one X12 file in the store: it processes the file
-// (internal/process) and feeds every set and acknowledgment into one store
-// ingestion, committed with the file's ledger row in one transaction. The
+// Package ingest records one X12 file in the store: it processes the whole
+// file first (internal/process), then feeds every set and acknowledgment
+// into one store ingestion, committed with the file's ledger row in one
+// transaction. No lock or connection is held while a file is parsed. The
 // poller and `ediwatch ingest` share it.
 package ingest
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/gob"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"time"
 
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -22,6 +29,13 @@ type Options struct {
 	Routes map[string]string
 	// Ack shapes acknowledgments (our ids, per source).
 	Ack ack.Options
+	// Timeout, when positive, is the deadline of one ingest, parse and
+	// write together (store.ingest_timeout): an ingest that cannot get its
+	// connection or lock in time fails and is retried by a later poll.
+	Timeout time.Duration
+	// SpillDir holds the temporary file a large file's records are spilled
+	// to between parsing and writing (default the system temp dir).
+	SpillDir string
 }
 
 // SetResult is one set's outcome with what processing found.
@@ -51,16 +65,66 @@ func (r *Result) Count(o store.Outcome) int {
 	return n
 }
 
+// ControlNumberStore allocates control numbers; store.Store does.
+type ControlNumberStore interface {
+	NextControlNumber(ctx context.Context, sender string) (int64, error)
+}
+
 // File records the file r, described by f, in one transaction. On error
 // nothing is recorded.
+//
+// It works in two phases, so a store's write lock (SQLite) or connection
+// (PostgreSQL) is held only while writing, never while parsing:
+//
+//  1. parse: the whole file is processed and every set record and
+//     acknowledgment is spilled, in file order, to a buffer that moves to
+//     an unlinked temporary file past spillInMemory bytes (memory keeps
+//     only a few fields per set for the result). Acknowledgments get their control
+//     numbers from opts.Store directly (it must implement
+//     ControlNumberStore), outside any transaction: a failed ingest leaves
+//     a gap, which X12 allows.
+//  2. write: the ingestion is begun and fed the spilled records, then
+//     committed.
+//
+// opts.Timeout, when set, bounds both phases together.
 func File(ctx context.Context, opts Options, f store.FileInfo, r io.ReadSeeker) (*Result, error) {
-	ing, err := opts.Store.BeginIngest(ctx, f)
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	numbers, ok := opts.Store.(ControlNumberStore)
+	if !ok {
+		return nil, errors.New("ingest: the store does not allocate control numbers")
+	}
+	sp := &spill{dir: opts.SpillDir}
+	defer sp.Close()
+	p, err := parse(ctx, opts, ControlNumbers{Store: numbers}, r, sp)
 	if err != nil {
 		return nil, err
 	}
-	defer ing.Rollback()
-	cn := ControlNumbers{Store: ing}
-	var meta []SetResult
+	return write(ctx, opts, f, p, sp)
+}
+
+// parsed is what the parse phase keeps in memory: per set only what the
+// result reports; the records themselves are in the spill.
+type parsed struct {
+	x12    bool
+	status store.FileStatus
+	reason string
+	meta   []SetResult
+}
+
+// spilled is one record of the spill (gob, which keeps every exported
+// field, json:"-" ones included): a set or an acknowledgment.
+type spilled struct {
+	Set *store.SetRecord
+	Ack *store.Effect
+}
+
+func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker, sp *spill) (*parsed, error) {
+	enc := gob.NewEncoder(sp)
+	out := &parsed{status: store.FileIngested}
 	summary, err := process.File(ctx, r, process.Config{ControlNumbers: cn, Ack: opts.Ack},
 		func(it process.Item) error {
 			switch {
@@ -69,9 +133,9 @@ func File(ctx context.Context, opts Options, f store.FileInfo, r io.ReadSeeker) 
 				if err != nil {
 					return err
 				}
-				meta = append(meta, SetResult{Type: it.Set.Type, Reason: it.Set.Reason,
+				out.meta = append(out.meta, SetResult{Type: it.Set.Type, Reason: it.Set.Reason,
 					Unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
-				return ing.AddSet(ctx, rec)
+				return sp.put(enc, spilled{Set: &rec})
 			case it.Ack != nil:
 				e, err := effect(*it.Ack, opts.Routes)
 				if err != nil {
@@ -79,51 +143,147 @@ func File(ctx context.Context, opts Options, f store.FileInfo, r io.ReadSeeker) 
 				}
 				// Quarantined content is not acknowledged as accepted.
 				e.UnlessConflictIn = it.Ack.Answers
-				return ing.AddAck(ctx, e)
+				return sp.put(enc, spilled{Ack: &e})
 			}
 			return nil
 		})
 	if err != nil {
 		return nil, err
 	}
-	status := store.FileIngested
-	reason := ""
-	if !summary.X12 {
-		// Not X12: the file itself is keyed by its SHA-256 and rejected,
-		// with a TA1 when the partner's ids are configured.
-		status, reason = store.FileRejected, summary.Errors[0].Error()
-		meta = append(meta, SetResult{Type: "", Reason: reason})
-		if err := ing.AddSet(ctx, store.SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
-			Rejected: true, Reason: reason}); err != nil {
+	out.x12 = summary.X12
+	if summary.X12 {
+		return out, nil
+	}
+	// Not X12: the file itself is keyed by its SHA-256 and rejected, with a
+	// TA1 when the partner's ids are configured.
+	out.status, out.reason = store.FileRejected, summary.Errors[0].Error()
+	out.meta = append(out.meta, SetResult{Type: "", Reason: out.reason})
+	if err := sp.put(enc, spilled{Set: &store.SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
+		Rejected: true, Reason: out.reason}}); err != nil {
+		return nil, err
+	}
+	if x, err := ack.BuildTA1Unreadable(ctx, opts.Ack.Us, opts.Ack.Them, cn, opts.Ack); err == nil {
+		e, err := effect(process.Effect{Kind: process.KindAckTA1, Key: "ta1:" + summary.Key,
+			OrderingKey: "acks:" + opts.Ack.Them.Qualifier + ":" + opts.Ack.Them.ID,
+			Payload: mustJSON(process.AckEvent{Answers: summary.Key,
+				Partner: opts.Ack.Them.Qualifier + ":" + opts.Ack.Them.ID, X12: string(x)})}, opts.Routes)
+		if err != nil {
 			return nil, err
 		}
-		if x, err := ack.BuildTA1Unreadable(ctx, opts.Ack.Us, opts.Ack.Them, cn, opts.Ack); err == nil {
-			e, err := effect(process.Effect{Kind: process.KindAckTA1, Key: "ta1:" + summary.Key,
-				OrderingKey: "acks:" + opts.Ack.Them.Qualifier + ":" + opts.Ack.Them.ID,
-				Payload: mustJSON(process.AckEvent{Answers: summary.Key,
-					Partner: opts.Ack.Them.Qualifier + ":" + opts.Ack.Them.ID, X12: string(x)})}, opts.Routes)
-			if err != nil {
-				return nil, err
-			}
-			if err := ing.AddAck(ctx, e); err != nil {
-				return nil, err
-			}
+		if err := sp.put(enc, spilled{Ack: &e}); err != nil {
+			return nil, err
 		}
 	}
-	res, err := ing.Commit(ctx, status, reason)
+	return out, nil
+}
+
+func write(ctx context.Context, opts Options, f store.FileInfo, p *parsed, sp *spill) (*Result, error) {
+	rd, err := sp.reader()
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Sets) != len(meta) {
-		return nil, fmt.Errorf("ingest: %d results for %d sets", len(res.Sets), len(meta))
+	dec := gob.NewDecoder(rd)
+	ing, err := opts.Store.BeginIngest(ctx, f)
+	if err != nil {
+		return nil, err
 	}
-	out := &Result{X12: summary.X12, AckKeys: res.AckKeys}
+	defer ing.Rollback()
+	for range sp.n {
+		var rec spilled
+		if err := dec.Decode(&rec); err != nil {
+			return nil, fmt.Errorf("ingest: read spill: %w", err)
+		}
+		switch {
+		case rec.Set != nil:
+			err = ing.AddSet(ctx, *rec.Set)
+		case rec.Ack != nil:
+			err = ing.AddAck(ctx, *rec.Ack)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	res, err := ing.Commit(ctx, p.status, p.reason)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Sets) != len(p.meta) {
+		return nil, fmt.Errorf("ingest: %d results for %d sets", len(res.Sets), len(p.meta))
+	}
+	out := &Result{X12: p.x12, AckKeys: res.AckKeys}
 	for i, s := range res.Sets {
-		m := meta[i]
+		m := p.meta[i]
 		m.SetResult = s
 		out.Sets = append(out.Sets, m)
 	}
 	return out, nil
+}
+
+// spillInMemory is how many bytes of records the spill keeps in memory
+// before it moves them to a temporary file: a typical file never touches
+// the disk.
+const spillInMemory = 4 << 20
+
+// spill holds the records of one file between the phases: in memory, then
+// in an unlinked temporary file (so no crash leaves one behind).
+type spill struct {
+	dir  string
+	n    int // records
+	mem  bytes.Buffer
+	file *os.File
+	w    *bufio.Writer
+}
+
+func (s *spill) put(enc *gob.Encoder, rec spilled) error {
+	if err := enc.Encode(rec); err != nil {
+		return fmt.Errorf("ingest: spill: %w", err)
+	}
+	s.n++
+	return nil
+}
+
+// Write implements io.Writer for the gob encoder.
+func (s *spill) Write(b []byte) (int, error) {
+	if s.file == nil && s.mem.Len()+len(b) > spillInMemory {
+		f, err := os.CreateTemp(s.dir, "ediwatch-ingest-*")
+		if err != nil {
+			return 0, err
+		}
+		if err := os.Remove(f.Name()); err != nil {
+			f.Close()
+			return 0, err
+		}
+		s.file, s.w = f, bufio.NewWriterSize(f, 256<<10)
+		if _, err := s.w.Write(s.mem.Bytes()); err != nil {
+			return 0, err
+		}
+		s.mem = bytes.Buffer{}
+	}
+	if s.file != nil {
+		return s.w.Write(b)
+	}
+	return s.mem.Write(b)
+}
+
+// reader returns the spilled records from the start.
+func (s *spill) reader() (io.Reader, error) {
+	if s.file == nil {
+		return &s.mem, nil
+	}
+	if err := s.w.Flush(); err != nil {
+		return nil, fmt.Errorf("ingest: spill: %w", err)
+	}
+	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("ingest: spill: %w", err)
+	}
+	return bufio.NewReaderSize(s.file, 256<<10), nil
+}
+
+// Close releases the temporary file, if any.
+func (s *spill) Close() {
+	if s.file != nil {
+		s.file.Close()
+	}
 }
 
 func setRecord(s *process.Set, routes map[string]string) (store.SetRecord, error) {

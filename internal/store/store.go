@@ -146,12 +146,14 @@ func (r *IngestResult) Count(o Outcome) int {
 // order; nothing is visible to others until Commit. An Ingestion is used
 // by one goroutine; Rollback after Commit is a no-op, so `defer
 // ing.Rollback()` is always safe.
+//
+// From its first AddSet or AddAck until Commit or Rollback, an ingestion
+// may hold the database's write lock (SQLite) or a connection in a
+// transaction (PostgreSQL), so the caller prepares everything first —
+// parsing, control numbers — and adds without pause. It never needs a
+// second connection meanwhile.
 type Ingestion interface {
 	AddSet(ctx context.Context, s SetRecord) error
-	// NextControlNumber allocates our next outbound control number for the
-	// acknowledgments of this file without waiting on the ingestion's own
-	// locks (see Store.NextControlNumber).
-	NextControlNumber(ctx context.Context, sender string) (int64, error)
 	AddAck(ctx context.Context, e Effect) error
 	// Commit writes the file's ledger row with status and commits all of
 	// it in one transaction.
@@ -420,7 +422,9 @@ type Store interface {
 	Ledger
 	Reconciler
 	// NextControlNumber returns our next outbound ISA13/GS06 for sender:
-	// unique, and greater than every number returned before for sender.
+	// unique across every process, and greater than every number this
+	// Store returned before for sender. It is never called inside an
+	// ingestion, and numbers may be skipped (X12 allows gaps).
 	NextControlNumber(ctx context.Context, sender string) (int64, error)
 	// Prune deletes, in batches of batch rows, inbox rows and sightings
 	// created before keysBefore, delivered or discarded outbox rows last

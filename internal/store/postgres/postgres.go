@@ -204,14 +204,6 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 	return in.maybeFlush(ctx)
 }
 
-// NextControlNumber allocates outside the ingestion, on the pool: holding
-// the control_number row for a whole file would serialise every ingest
-// from one sender. A number burned by a failed ingest leaves a gap, which
-// X12 allows: control numbers must be unique, not gapless.
-func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
-	return in.st.NextControlNumber(ctx, sender)
-}
-
 const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
 	next_attempt_at, created_at, updated_at, effect_hash)
 	SELECT $1, $2, $3, $4, '', $5, $6, $7, $7, $7, $9

@@ -1,15 +1,21 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/ediwatch/ediwatch/internal/ingest"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 	"github.com/ediwatch/ediwatch/migrations"
 )
 
@@ -71,5 +77,133 @@ func TestKeysMigrationKeepsRows(t *testing.T) {
 	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE inbox SET status = 'conflict'`); err != nil {
 		t.Errorf("status conflict refused: %v", err)
+	}
+}
+
+// pausingReader serves data and, on the document pass (after the first
+// rewind), stops once past the middle until resume is closed: the ingest
+// is then deterministically in the middle of parsing its file.
+type pausingReader struct {
+	*bytes.Reader
+	half    int64
+	rewound bool
+	paused  bool
+	reached chan struct{}
+	resume  chan struct{}
+}
+
+func (p *pausingReader) Seek(off int64, whence int) (int64, error) {
+	p.rewound = true
+	return p.Reader.Seek(off, whence)
+}
+
+func (p *pausingReader) Read(b []byte) (int, error) {
+	pos := p.Reader.Size() - int64(p.Reader.Len())
+	if p.rewound && !p.paused && pos >= p.half {
+		p.paused = true
+		close(p.reached)
+		<-p.resume
+	}
+	if p.rewound && !p.paused && pos+int64(len(b)) > p.half {
+		b = b[:p.half-pos+1]
+	}
+	return p.Reader.Read(b)
+}
+
+// TestParseHoldsNoWriteLock: while a large file is being parsed, another
+// connection (another process, with a short busy timeout) can complete a
+// delivery and renew a lease. The write lock is taken only to write.
+func TestParseHoldsNoWriteLock(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ediwatch.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other, err := Open(ctx, path+"?_busy_timeout=200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := storetest.IngestNow(t, s, "small.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	rows, err := other.Claim(ctx, now, []string{"ledger"}, 1, time.Minute)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim: %v %d", err, len(rows))
+	}
+	if _, ok, err := other.AcquireLease(ctx, "source:big", "other", time.Minute, now); err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
+
+	var buf bytes.Buffer
+	if _, err := (x12gen.Remit{Control: 7, Trace: "BIG", SetsPerGroup: 300, ClaimsPerSet: 3}).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	r := &pausingReader{Reader: bytes.NewReader(buf.Bytes()), half: int64(buf.Len() / 2),
+		reached: make(chan struct{}), resume: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		res, err := ingest.File(ctx, ingest.Options{Store: s, Routes: storetest.Routes}, store.FileInfo{Source: "big",
+			Path: "big.835", Size: int64(buf.Len()), SHA256: "big", CorrelationID: store.NewCorrelationID(), Now: now},
+			r)
+		if err == nil && res.Count(store.Processed) != 300 {
+			err = fmt.Errorf("processed %d", res.Count(store.Processed))
+		}
+		done <- err
+	}()
+	<-r.reached
+	if err := other.Complete(ctx, rows[0].ID, rows[0].LeaseToken, now, 200); err != nil {
+		t.Errorf("relay completion during the parse: %v", err)
+	}
+	if _, ok, err := other.AcquireLease(ctx, "source:big", "other", time.Minute, now); err != nil || !ok {
+		t.Errorf("lease renewal during the parse: %v %v", ok, err)
+	}
+	close(r.resume)
+	if err := <-done; err != nil {
+		t.Fatalf("ingest: %v", err)
+	}
+}
+
+// TestSynchronousFull: the store commits with synchronous=FULL, so a
+// committed ingest survives a power cut after its file was deleted from
+// the drop, whatever else the dsn sets.
+func TestSynchronousFull(t *testing.T) {
+	dir := t.TempDir()
+	for _, dsn := range []string{
+		filepath.Join(dir, "a.db"),
+		"file:" + filepath.Join(dir, "b.db"),
+		"file:" + filepath.Join(dir, "c.db") + "?_busy_timeout=1000",
+		"file:" + filepath.Join(dir, "d.db") + "?_pragma=cache_size(-4000)",
+	} {
+		s, err := Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every pooled connection has it: hold several at once.
+		var conns []*sql.Conn
+		for range 3 {
+			c, err := s.DB().Conn(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+			var v int
+			if err := c.QueryRowContext(context.Background(), "PRAGMA synchronous").Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			if v != 2 {
+				t.Errorf("%s: PRAGMA synchronous = %d, want 2 (FULL)", dsn, v)
+			}
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		s.Close()
 	}
 }

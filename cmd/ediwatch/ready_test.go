@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/sink"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func readyzStatus(t *testing.T, r http.Handler) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	return rec.Code, rec.Body.String()
+}
+
+// TestReadyzFailsWhenALoopStalls: /readyz is 200 while every loop makes
+// progress within its threshold, and 503 naming the loop once one has made
+// none for longer.
+func TestReadyzFailsWhenALoopStalls(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
+	r := &readiness{now: clk.now, ping: func(context.Context) error { return nil }}
+	poll := r.loop("poll loop acme", 3*time.Minute)
+	rel := r.loop("relay", time.Minute)
+	if code, body := readyzStatus(t, r); code != 200 {
+		t.Fatalf("at start: %d %s", code, body)
+	}
+	clk.advance(50 * time.Second)
+	rel.mark()
+	clk.advance(50 * time.Second)
+	rel.mark()
+	if code, body := readyzStatus(t, r); code != 200 {
+		t.Fatalf("both within threshold: %d %s", code, body)
+	}
+	clk.advance(81 * time.Second) // poll: 3m1s without progress
+	rel.mark()
+	code, body := readyzStatus(t, r)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "poll loop acme") || strings.Contains(body, "relay") {
+		t.Fatalf("stalled poll loop: %d %q", code, body)
+	}
+	poll.mark()
+	clk.advance(61 * time.Second)
+	poll.mark()
+	code, body = readyzStatus(t, r)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "relay") {
+		t.Fatalf("stalled relay: %d %q", code, body)
+	}
+	rel.mark()
+	if code, body := readyzStatus(t, r); code != 200 {
+		t.Fatalf("recovered: %d %s", code, body)
+	}
+}
+
+func TestReadyzFailsWhenStoreUnreachable(t *testing.T) {
+	r := &readiness{now: time.Now, ping: func(context.Context) error { return errors.New("connection refused") }}
+	r.loop("relay", time.Minute)
+	if code, _ := readyzStatus(t, r); code != http.StatusServiceUnavailable {
+		t.Fatalf("status %d", code)
+	}
+}
+
+type nopSink struct{}
+
+func (nopSink) Deliver(context.Context, store.OutboxRow, time.Time) sink.Result { return sink.Result{} }
+
+// TestLoopsMarkProgressThroughTheStore: the store calls a poll loop and the
+// relay make in their stride, and every delivery attempt, count as
+// progress; a failed call does not.
+func TestLoopsMarkProgressThroughTheStore(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
+	r := &readiness{now: clk.now}
+	p := r.loop("x", time.Minute)
+	ps := progressStore{Store: st, p: p}
+	calls := map[string]func() error{
+		"FileStates": func() error { _, err := ps.FileStates(ctx, "s", []string{"a"}); return err },
+		"AcquireLease": func() error {
+			_, _, err := ps.AcquireLease(ctx, "poll:s:/in", "h", time.Minute, clk.now())
+			return err
+		},
+		"MarkPostDone": func() error { return ps.MarkPostDone(ctx, "s", "a", clk.now()) },
+		"RecordFileProblem": func() error {
+			_, err := ps.RecordFileProblem(ctx, store.FileInfo{Source: "s", Path: "b", Now: clk.now()}, store.FileRetrying, "x")
+			return err
+		},
+		"Claim": func() error { _, err := ps.Claim(ctx, clk.now(), nil, 1, time.Minute); return err },
+		"CompleteMany": func() error {
+			_, err := ps.CompleteMany(ctx, []store.Completion{{ID: 1, Token: "t"}}, clk.now())
+			return err
+		},
+		"Deliver": func() error {
+			progressSink{Deliverer: nopSink{}, p: p}.Deliver(ctx, store.OutboxRow{}, clk.now())
+			return nil
+		},
+	}
+	for name, call := range calls {
+		clk.advance(time.Hour)
+		if err := call(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if idle := p.idle(); idle != 0 {
+			t.Errorf("%s did not mark progress (idle %s)", name, idle)
+		}
+	}
+	clk.advance(time.Hour)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := ps.FileStates(cancelled, "s", []string{"a"}); err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	if p.idle() != time.Hour {
+		t.Errorf("a failed call marked progress")
+	}
+}
+
+// TestStallThresholdsFollowIntervals: the thresholds grow with the poll
+// interval, the ingest deadline and the slowest sink, never under a minute.
+func TestStallThresholdsFollowIntervals(t *testing.T) {
+	cfg := config.Default()
+	cfg.Store.IngestTimeout = config.Duration(10 * time.Minute)
+	cfg.Sinks = map[string]config.Sink{"a": {Timeout: config.Duration(5 * time.Second)},
+		"b": {Timeout: config.Duration(40 * time.Second)}}
+	if got := pollStall(cfg, config.Source{PollInterval: config.Duration(time.Minute)}); got != 13*time.Minute {
+		t.Errorf("poll stall %s", got)
+	}
+	if got := relayStall(cfg); got != 2*time.Minute {
+		t.Errorf("relay stall %s", got)
+	}
+	cfg.Sinks = nil
+	if got := relayStall(cfg); got != time.Minute {
+		t.Errorf("relay stall without sinks %s", got)
+	}
+}

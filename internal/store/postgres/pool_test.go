@@ -1,0 +1,154 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/testenv"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+// allArrive holds every caller of NextControlNumber until n callers have
+// arrived: three large ingests then all ask for their acknowledgment's
+// control number at once, which is the worst case the pool must survive.
+type allArrive struct {
+	store.Store
+	n       int
+	mu      sync.Mutex
+	arrived int
+	all     chan struct{}
+}
+
+func (a *allArrive) wait(ctx context.Context) error {
+	a.mu.Lock()
+	a.arrived++
+	if a.arrived == a.n {
+		close(a.all)
+	}
+	a.mu.Unlock()
+	select {
+	case <-a.all:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *allArrive) NextControlNumber(ctx context.Context, sender string) (int64, error) {
+	if err := a.wait(ctx); err != nil {
+		return 0, err
+	}
+	return a.Store.NextControlNumber(ctx, sender)
+}
+
+// openSchema opens a migrated store with opts in a schema private to t.
+func openSchema(t *testing.T, opts Options) *Store {
+	opts.Schema = fmt.Sprintf("t_%d_%d", time.Now().UnixNano()%1e9, schemaSeq.Add(1))
+	ctx := context.Background()
+	s, err := Open(ctx, testenv.PostgresURL(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.pool.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{opts.Schema}.Sanitize()+" CASCADE")
+		s.Close()
+	})
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestConcurrentLargeIngestsSmallPoolNoDeadlock: LISTEN holds one
+// connection, three large files (each past the batch size, so each writes
+// in an explicit transaction) are ingested at once and all three allocate
+// their 999's control number together. No ingest may wait for a second
+// connection while holding one: with a pool of 2 or 4 all three finish.
+func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
+	for _, conns := range []int32{2, 4} {
+		t.Run(fmt.Sprintf("max_conns=%d", conns), func(t *testing.T) {
+			s := openSchema(t, Options{MaxConns: conns})
+			ctx, cancel := context.WithCancel(context.Background())
+			listening := make(chan struct{})
+			var once sync.Once
+			var lwg sync.WaitGroup
+			lwg.Add(1)
+			go func() {
+				defer lwg.Done()
+				s.Listen(ctx, func() { once.Do(func() { close(listening) }) })
+			}()
+			defer func() { cancel(); lwg.Wait() }()
+			<-listening
+
+			const files = 3
+			bs := &allArrive{Store: s, n: files, all: make(chan struct{})}
+			// A hang is the failure; the deadline only turns it into an error.
+			ictx, icancel := context.WithTimeout(ctx, 45*time.Second)
+			defer icancel()
+			var wg sync.WaitGroup
+			errs := make([]error, files)
+			for i := range files {
+				var buf bytes.Buffer
+				if _, err := (x12gen.Remit{Receiver: fmt.Sprintf("RCV%d", i), Control: 100 + i,
+					Trace: fmt.Sprintf("POOL%d-", i), SetsPerGroup: 2 * flushAtRows}).Write(&buf); err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := ingest.File(ictx, ingest.Options{Store: bs, Routes: storetest.Routes},
+						store.FileInfo{Source: "pool", Path: fmt.Sprintf("big%d.835", i), Size: int64(buf.Len()),
+							SHA256: fmt.Sprintf("sha%d", i), CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()},
+						bytes.NewReader(buf.Bytes()))
+					if err == nil && (r.Count(store.Processed) != 2*flushAtRows || len(r.AckKeys) != 1) {
+						err = fmt.Errorf("processed %d, acks %d", r.Count(store.Processed), len(r.AckKeys))
+					}
+					errs[i] = err
+				}()
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("ingest %d: %v (pool deadlock?)", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestIngestDeadlineWhenPoolExhausted: an ingest that cannot get a
+// connection fails at its deadline (store.ingest_timeout) with nothing
+// recorded, instead of waiting forever; once a connection is free the same
+// file is ingested.
+func TestIngestDeadlineWhenPoolExhausted(t *testing.T) {
+	s := openSchema(t, Options{MaxConns: 1})
+	ctx := context.Background()
+	held, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := storetest.Fixture(t, "835_canonical.x12")
+	file := func() (*ingest.Result, error) {
+		return ingest.File(ctx, ingest.Options{Store: s, Routes: storetest.Routes, Timeout: 300 * time.Millisecond},
+			store.FileInfo{Source: "pool", Path: "a.835", Size: int64(len(data)), SHA256: "a",
+				CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()}, bytes.NewReader(data))
+	}
+	if _, err := file(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with the pool exhausted: %v, want the ingest deadline", err)
+	}
+	held.Release()
+	r, err := file()
+	if err != nil || r.Count(store.Processed) != 1 {
+		t.Fatalf("after release: %v %+v", err, r)
+	}
+}

@@ -84,9 +84,10 @@ func sum(m map[string]int) int {
 	return n
 }
 
-// Run runs the suite.
-func Run(t *testing.T, newStore NewStore) {
-	tests := map[string]func(*testing.T, store.Store){
+// Tests returns every test of the suite by name. A suite test that is
+// not listed here never runs: TestEverySuiteTestIsListed fails then.
+func Tests() map[string]func(*testing.T, store.Store) {
+	return map[string]func(*testing.T, store.Store){
 		"SameFileThreeTimes":               testSameFileThreeTimes,
 		"SameFileConcurrently":             testSameFileConcurrently,
 		"RegeneratedIsBusinessDup":         testRegenerated,
@@ -107,7 +108,14 @@ func Run(t *testing.T, newStore NewStore) {
 		"RejectedKeyReclaimedSameHash":     testRejectedKeyClaimedByNextProcessing,
 		"EffectConflictNotBusinessDup":     testEffectConflict,
 		"EffectConflictConcurrently":       testEffectConflictConcurrently,
+		"Ledger":                           testLedger,
+		"CompleteMany":                     testCompleteMany,
 	}
+}
+
+// Run runs the suite.
+func Run(t *testing.T, newStore NewStore) {
+	tests := Tests()
 	names := make([]string, 0, len(tests))
 	for n := range tests {
 		names = append(names, n)

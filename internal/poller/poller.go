@@ -246,7 +246,6 @@ type candidate struct {
 	e      Entry  // the file as listed (a claimed file under its processing name)
 	ledger string // the path the ledger knows it by: its original path
 	name   string // its original base name
-	corr   string // the correlation id of its claim, when claimed
 	// claimed: e is a processing name this poller's kind renamed it to.
 	claimed  bool
 	prev     store.FileState
@@ -330,7 +329,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) 
 		e.MTime = e.MTime.UTC().Truncate(time.Microsecond) // what the ledger can hold
 		c := candidate{e: e, ledger: e.Path, name: e.Name}
 		if m := claimName.FindStringSubmatch(e.Name); m != nil {
-			c.name, c.corr, c.claimed = m[1], m[2], true
+			c.name, c.claimed = m[1], true
 			c.ledger = path.Join(path.Dir(e.Path), c.name)
 		} else if p.isMarker(e.Name) || !p.matches(e.Name) {
 			continue
@@ -501,18 +500,14 @@ func (p *Poller) retryDelay(attempts int) time.Duration {
 	return d
 }
 
-// take downloads, ingests and post-processes one file.
+// take claims, downloads, ingests and post-processes one file.
 func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.Fence) Stats {
 	var st Stats
 	e := c.e
-	corr := c.corr
-	if corr == "" {
-		corr = store.NewCorrelationID()
-	}
+	// A fresh correlation id per arrival, also for a file claimed by an
+	// earlier attempt: its processing name only names the claim.
+	corr := store.NewCorrelationID()
 	log := p.log.With(zap.String("path", c.ledger), zap.String("correlation_id", corr))
-	if c.claimed {
-		log = log.With(zap.String("processing_path", e.Path))
-	}
 	vanished := func() Stats {
 		// Deleted between the listing and the download (by the partner or
 		// another replica's post-processing): nothing to take, no failure.
@@ -520,6 +515,35 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "vanished").Inc()
 		log.Info("file vanished before download")
 		return st
+	}
+	// Claim first: what is downloaded, ingested and then deleted or moved
+	// is the claimed file, whatever the partner puts under its name
+	// meanwhile.
+	claimedNow := false
+	if !c.claimed && p.cfg.After != "leave" {
+		switch got, err := p.claim(ctx, e, corr); {
+		case errors.Is(err, os.ErrNotExist):
+			return vanished()
+		case err != nil:
+			if ctx.Err() != nil {
+				return st
+			}
+			// The server refuses the rename: post-processing re-checks the
+			// file's identity instead.
+			log.Debug("claim by rename refused; identity checked before post-processing", zap.Error(err))
+		case !got.Same(e):
+			// The name held another version by the time it was claimed; it
+			// is a processing file now, taken once stable.
+			p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "replaced").Inc()
+			log.Info("file replaced since listed; the new version is taken on a later poll")
+			st.Skipped++
+			return st
+		default:
+			c.claimed, claimedNow, e = true, true, got
+		}
+	}
+	if c.claimed {
+		log = log.With(zap.String("processing_path", e.Path))
 	}
 	spool, sum, n, err := p.download(ctx, e)
 	if errors.Is(err, os.ErrNotExist) {
@@ -545,12 +569,17 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		return st
 	}
 	if p.young(e) && lastInterchangeOpen(spool, n) {
-		// A stalled upload, most likely: taken again when it changes or
+		// A stalled upload, most likely: handed back under its name (so a
+		// partner resuming it finds it) and taken again when it changes or
 		// the grace has passed (then rejected as it is).
+		at := e.Path
+		if claimedNow && p.src.Rename(ctx, e.Path, c.e.Path) == nil {
+			at = c.e.Path
+		}
 		p.mu.Lock()
-		if o, ok := p.seen[dir][e.Path]; ok && o.size == e.Size && o.mtime.Equal(e.MTime) {
+		if o, ok := p.seen[dir][at]; ok && o.size == e.Size && o.mtime.Equal(e.MTime) {
 			o.incomplete = true
-			p.seen[dir][e.Path] = o
+			p.seen[dir][at] = o
 		}
 		p.mu.Unlock()
 		st.Skipped++
@@ -558,33 +587,9 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		log.Info("last interchange has no IEA; left for a later poll", zap.Duration("incomplete_grace", p.cfg.IncompleteGrace))
 		return st
 	}
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		p.fail(ctx, c, "download", err, log)
-		st.Failed++
-		return st
-	}
-	if !c.claimed && p.cfg.After != "leave" {
-		switch got, err := p.claim(ctx, e, corr); {
-		case errors.Is(err, os.ErrNotExist):
-			return vanished()
-		case errors.Is(err, errReplaced):
-			// The name held another version by the time it was claimed: that
-			// version is now a processing file, taken when stable.
-			p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "replaced").Inc()
-			log.Info("file replaced before it was claimed; the new version is taken on a later poll")
-			st.Skipped++
-			return st
-		case err != nil:
-			if ctx.Err() != nil {
-				return st
-			}
-			// The server refuses the rename: post-processing re-checks the
-			// file's identity instead.
-			log.Debug("claim by rename refused; identity checked before post-processing", zap.Error(err))
-		default:
-			c.claimed, e = true, got
-			p.disposeMarker(ctx, dir, c.name, log)
-		}
+	if claimedNow {
+		// The marker has done its work: the file is complete and claimed.
+		p.disposeMarker(ctx, dir, c.name, log)
 	}
 	res, err := ingest.File(ctx, p.ingest, store.FileInfo{Source: p.cfg.Name, Path: c.ledger, Size: n, MTime: e.MTime,
 		SHA256: sum, CorrelationID: corr, Now: p.now(), Fence: fence}, spool)
@@ -633,10 +638,8 @@ func (p *Poller) forget(dir, path string) {
 	p.mu.Unlock()
 }
 
-var errReplaced = errors.New("replaced since listed")
-
-// claim renames the listed file e to its processing name and returns it
-// there. errReplaced: what was renamed is not the version listed.
+// claim renames the listed file e to its processing name and returns the
+// file it renamed, as it is there.
 func (p *Poller) claim(ctx context.Context, e Entry, corr string) (Entry, error) {
 	to := path.Join(path.Dir(e.Path), e.Name+claimSuffix+corr)
 	if err := p.src.Rename(ctx, e.Path, to); err != nil {
@@ -647,9 +650,6 @@ func (p *Poller) claim(ctx context.Context, e Entry, corr string) (Entry, error)
 		return Entry{}, err
 	}
 	got.MTime = got.MTime.UTC().Truncate(time.Microsecond)
-	if !got.Same(e) {
-		return Entry{}, errReplaced
-	}
 	return got, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -102,7 +103,8 @@ func TestChaos(t *testing.T) {
 	}
 	defer os.RemoveAll(root)
 	dirA, dirB := filepath.Join(root, "a"), filepath.Join(root, "b")
-	for _, d := range []string{root, dirA, dirB} {
+	dirC := filepath.Join(root, "c") // intake faults: a source that deletes what it ingested
+	for _, d := range []string{root, dirA, dirB, dirC} {
 		os.MkdirAll(d, 0o777)
 		os.Chmod(d, 0o777)
 	}
@@ -162,11 +164,12 @@ func TestChaos(t *testing.T) {
 				f.Close()
 			}
 		}()
+		intakeFaults(t, dirC, w)
 	}
 	// Per wave: 274 files; 151 payments, 20 claims and 194 999s
 	// delivered; 3 poison payments dead; 10 sets rejected; 80 duplicates,
 	// 20 business duplicates.
-	const filesPerWave, deliveredPerWave, deadPerWave = 274, 151 + 20 + 194, 3
+	const filesPerWave, deliveredPerWave, deadPerWave = 274 + intakeFilesPerWave, 151 + 20 + 194 + 2*intakePaymentsPerWave, 3
 	long, _ := time.ParseDuration(os.Getenv("EDIWATCH_CHAOS_DURATION"))
 	waves := 1
 	wave(0)
@@ -181,8 +184,20 @@ func TestChaos(t *testing.T) {
     include: ["*.835", "*.x12"]
     poll_interval: 300ms
     stable_for: 0s
+  - name: chaos-intake
+    type: sftp
+    address: %[1]q
+    user: %[2]q
+    private_key_file: %[3]q
+    known_hosts_file: %[4]q
+    directories: [%[7]q]
+    include: ["*.835"]
+    poll_interval: 300ms
+    stable_for: 0s
+    incomplete_grace: 10m
+    after: delete
 relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
-`, sshd.Addr, sshd.User, sshd.KeyFile, sshd.KnownHosts, dirA, dirB))
+`, sshd.Addr, sshd.User, sshd.KeyFile, sshd.KnownHosts, dirA, dirB, dirC))
 	{ // both sinks sign; the receiver verifies
 		secret := filepath.Join(t.TempDir(), "whsec")
 		os.WriteFile(secret, []byte(demoSecret), 0o600)
@@ -266,11 +281,14 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
 		count(*) FILTER (WHERE kind = 'conflict') FROM sighting`).Scan(&dups, &bizdups, &conflicts)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	payments, acks, claims, redelivered := 0, 0, 0, 0
+	payments, acks, claims, redelivered, intakePayments := 0, 0, 0, 0, 0
 	for k := range rec.effects {
 		switch {
 		case strings.HasPrefix(k, "payment:"):
 			payments++
+			if strings.Contains(k, "STALL") || strings.Contains(k, "REUSE") {
+				intakePayments++
+			}
 		case strings.HasPrefix(k, "ack999:"):
 			acks++
 		case strings.HasPrefix(k, "claim:"):
@@ -302,9 +320,10 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
   files in the drop                 %d, ingested %d
   replica SIGKILLs                  %d
   receiver faults                   %d x 500, %d x 429, one 3 s outage
-  unique payments delivered         %d (151 per wave)
+  unique payments delivered         %d (%d per wave)
+  stalled and reused-name payments  %d (%d per wave, in the unique payments)
   claims delivered                  %d (20 per wave)
-  999s delivered                    %d (194 per wave)
+  999s delivered                    %d (%d per wave)
   sets processed / rejected         %d / %d
   duplicates / business dups        %d / %d, conflicts %d
   dead (all poison)                 %d (3 per wave)
@@ -312,13 +331,70 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
   requests with a bad signature     %d
   reconcile: payments parsed / enqueued / delivered  %d / %d / %d, missing effects %d`,
 		waves, time.Since(start).Round(time.Second), restarted.Load(),
-		files, ingested, kills, rec.faults[500], rec.faults[429], payments, claims, acks, processed, rejectedSets,
+		files, ingested, kills, rec.faults[500], rec.faults[429], payments, 151+intakePaymentsPerWave, intakePayments,
+		intakePaymentsPerWave, claims, acks, 194+intakePaymentsPerWave, processed, rejectedSets,
 		dups, bizdups, conflicts, poisonDead, redelivered, rec.faults[401], parsedP, enqueuedP, deliveredP, missing)
 	t.Log("\n" + table)
-	if ingested != files || payments != 151*waves || claims != 20*waves || acks != 194*waves || rejectedSets != 10*waves ||
-		poisonDead != 3*waves || conflicts != 0 || dups != 80*waves || bizdups != 20*waves || rec.faults[401] != 0 ||
-		parsedP != 154*waves || enqueuedP != 154*waves || deliveredP != 151*waves || missing != 0 {
+	const ip = intakePaymentsPerWave
+	if ingested != files || payments != (151+ip)*waves || claims != 20*waves || acks != (194+ip)*waves ||
+		rejectedSets != 10*waves || poisonDead != 3*waves || conflicts != 0 || dups != 80*waves || bizdups != 20*waves ||
+		rec.faults[401] != 0 || intakePayments != ip*waves ||
+		parsedP != (154+ip)*waves || enqueuedP != (154+ip)*waves || deliveredP != (151+ip)*waves || missing != 0 {
 		t.Errorf("verdict violated:\n%s", table)
+	}
+}
+
+// The intake faults of one wave, in a source that deletes what it
+// ingested: uploads that stall mid-file (the partner's handle stays open)
+// beyond the stable check and complete later, within incomplete_grace; and
+// names reused while the previous file under that name is being ingested
+// (the new file is uploaded as soon as the old one is claimed).
+const (
+	intakeStalled, intakeReused = 2, 2
+	// Each stalled upload and each version under a reused name is one
+	// payment, with its 999; each path is one ledger row.
+	intakePaymentsPerWave = intakeStalled + 2*intakeReused
+	intakeFilesPerWave    = intakeStalled + intakeReused
+)
+
+func intakeFaults(t *testing.T, dir string, w int) {
+	o := w * 100000
+	remit := func(r x12gen.Remit) []byte {
+		var b bytes.Buffer
+		r.Write(&b)
+		return b.Bytes()
+	}
+	for i := 0; i < intakeStalled; i++ {
+		data := remit(x12gen.Remit{Control: o + 80000 + i, Trace: fmt.Sprintf("STALL%d-%d-", w, i), ClaimsPerSet: 20, EOL: "\n"})
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("w%d-stalled-%d.835", w, i)), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(data[:len(data)/2])
+		go func() {
+			defer f.Close()
+			time.Sleep(3 * time.Second) // many polls see it stable, with no IEA
+			f.Write(data[len(data)/2:])
+		}()
+	}
+	for i := 0; i < intakeReused; i++ {
+		name := filepath.Join(dir, fmt.Sprintf("w%d-ERA835-%d.835", w, i))
+		first := remit(x12gen.Remit{Control: o + 81000 + i, Trace: fmt.Sprintf("REUSE%d-%d-A-", w, i), ClaimsPerSet: 200, EOL: "\n"})
+		second := remit(x12gen.Remit{Control: o + 82000 + i, Trace: fmt.Sprintf("REUSE%d-%d-B-", w, i), ClaimsPerSet: 200, EOL: "\n"})
+		if err := os.WriteFile(name, first, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			// The name is free once the first file is claimed for its ingest.
+			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
+					break
+				}
+			}
+			tmp := filepath.Join(dir, ".upload-"+filepath.Base(name)+".part")
+			os.WriteFile(tmp, second, 0o644)
+			os.Rename(tmp, name)
+		}()
 	}
 }
 

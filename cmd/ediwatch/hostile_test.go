@@ -27,6 +27,8 @@ import (
 // and generated hostile inputs through a local drop, with good files among
 // them. The daemon stays up, its memory stays bounded, every regular file
 // ends classified in the ledger, and the good payments are delivered.
+// (incomplete_grace is off: hostile files without an IEA are rejected at
+// once instead of after the grace a stalled upload gets.)
 func TestHostileInputs(t *testing.T) {
 	rec := newDedup()
 	srv := httptest.NewServer(rec)
@@ -36,7 +38,8 @@ func TestHostileInputs(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "ediwatch.yaml")
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf(`store: {driver: sqlite, dsn: %q}
 sources:
-  - {name: drop, type: local, directories: [%q], poll_interval: 200ms, stable_for: 0s, them: "ZZ:PARTNER", us: "ZZ:US", max_file_size: 2000000000}
+  - {name: drop, type: local, directories: [%q], poll_interval: 200ms, stable_for: 0s, them: "ZZ:PARTNER", us: "ZZ:US", max_file_size: 2000000000,
+     incomplete_grace: 0s}
 sinks:
   ledger: {url: %q}
   acks: {url: %q}

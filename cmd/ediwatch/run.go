@@ -124,6 +124,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	d.relay = relay.New(relay.Config{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
 		BackoffBase: cfg.Relay.Backoff.Base.D(), BackoffMax: cfg.Relay.Backoff.Max.D(), MaxAge: cfg.Relay.MaxAge.D(),
 		Lease: cfg.Relay.Lease.D()}, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
+	holder := store.NewHolderID()
 	for _, sc := range cfg.Sources {
 		src, err := buildSource(sc)
 		if err != nil {
@@ -133,7 +134,8 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		d.pollers = append(d.pollers, poller.New(poller.Config{Name: sc.Name, Directories: sc.Directories,
 			Include: sc.Include, Exclude: sc.Exclude, PollInterval: sc.PollInterval.D(), StableFor: sc.StableFor.D(),
 			After: sc.After, MaxFilesPerPoll: sc.MaxFilesPerPoll, MaxFileSize: sc.MaxFileSize,
-			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads}, src,
+			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads, MinAge: sc.MinAge.D(), DoneMarker: sc.DoneMarker,
+			IncompleteGrace: incompleteGrace(sc.IncompleteGrace.D()), Holder: holder}, src,
 			progressStore{Store: st, p: readyz.loop("poll loop "+sc.Name, pollStall(cfg, sc))},
 			ingest.Options{Routes: cfg.Routes, Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
 			log.Named("poller"), m))
@@ -204,6 +206,15 @@ func buildSink(name string, sc config.Sink) (*sink.HTTP, error) {
 	return sink.New(sink.Config{Name: name, URL: sc.URL, Secrets: secrets, Timeout: sc.Timeout.D(), Raw: sc.Raw, Headers: headers})
 }
 
+// incompleteGrace maps the configured grace to the poller's: 0s in the
+// configuration turns the grace off, which the poller spells negative.
+func incompleteGrace(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 func buildSource(sc config.Source) (poller.Source, error) {
 	if sc.Type == "local" {
 		return local.Source{}, nil
@@ -248,8 +259,7 @@ func version() string {
 // maintain prunes by retention once an hour, on one replica at a time
 // (the maintenance leader lease).
 func maintain(ctx context.Context, st store.Store, cfg config.Config, log *zap.Logger) error {
-	host, _ := os.Hostname()
-	holder := fmt.Sprintf("%s-%d", host, os.Getpid())
+	holder := store.NewHolderID()
 	t := time.NewTimer(time.Minute)
 	defer t.Stop()
 	for {

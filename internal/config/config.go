@@ -134,6 +134,14 @@ type Source struct {
 	MaxFileSize     int64    `mapstructure:"max_file_size"`
 	MaxAttempts     int      `mapstructure:"max_attempts"`
 	Downloads       int      `mapstructure:"downloads"` // concurrent downloads
+	// MinAge: a file is taken only once its mtime is this old.
+	MinAge Duration `mapstructure:"min_age"`
+	// DoneMarker, when set, names a sidecar that must exist before a file
+	// is taken, {name} standing for the file's name ("{name}.done").
+	DoneMarker string `mapstructure:"done_marker"`
+	// IncompleteGrace: a file whose last interchange has no IEA is left
+	// for a later poll while its mtime is younger than this (0s: never).
+	IncompleteGrace Duration `mapstructure:"incomplete_grace"`
 	// Us and Them override the interchange ids of our acknowledgments
 	// ("QUAL:ID"); by default they answer with the received ids swapped.
 	Us   string `mapstructure:"us"`
@@ -204,6 +212,7 @@ func Default() Config {
 var sourceDefaults = map[string]any{
 	"type": "sftp", "include": []any{"*"}, "poll_interval": "1m", "stable_for": "30s", "after": "leave",
 	"max_files_per_poll": 1000, "max_file_size": int64(1 << 30), "max_attempts": 5, "downloads": 4,
+	"min_age": "0s", "done_marker": "", "incomplete_grace": "10m",
 }
 
 var sinkDefaults = map[string]any{"timeout": "30s"}
@@ -402,6 +411,17 @@ func (c *Config) Validate() error {
 		}
 		if s.StableFor < 0 {
 			bad(p+".stable_for", "must not be negative", s.StableFor.D())
+		}
+		if s.MinAge < 0 {
+			bad(p+".min_age", "must not be negative", s.MinAge.D())
+		}
+		if s.IncompleteGrace < 0 {
+			bad(p+".incomplete_grace", "must not be negative", s.IncompleteGrace.D())
+		}
+		if s.DoneMarker != "" && (strings.Count(s.DoneMarker, "{name}") != 1 || s.DoneMarker == "{name}" ||
+			strings.ContainsAny(s.DoneMarker, "/\\*?[")) {
+			bad(p+".done_marker", "must contain {name} once, plus a prefix or suffix, and no path or glob characters (e.g. \"{name}.done\")",
+				quote(s.DoneMarker))
 		}
 		if s.After != "leave" && s.After != "delete" && !(strings.HasPrefix(s.After, "move:") && len(s.After) > 5) {
 			bad(p+".after", "must be leave, delete or move:DIR", quote(s.After))

@@ -77,6 +77,30 @@ sources:
 	}
 }
 
+// TestStabilityOptions: min_age and done_marker are off unless set;
+// incomplete_grace defaults to 10m and an explicit 0s turns it off.
+func TestStabilityOptions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  s: {url: "https://x.example.test/"}
+routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s}
+sources:
+  - {name: a, type: local, directories: [/in], min_age: 2m, done_marker: "{name}.ok", incomplete_grace: 0s}
+  - {name: b, type: local, directories: [/in]}
+`), 0o600)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := c.Sources[0], c.Sources[1]
+	if a.MinAge.D() != 2*time.Minute || a.DoneMarker != "{name}.ok" || a.IncompleteGrace != 0 {
+		t.Errorf("set: %+v", a)
+	}
+	if b.MinAge != 0 || b.DoneMarker != "" || b.IncompleteGrace.D() != 10*time.Minute {
+		t.Errorf("defaults: %+v", b)
+	}
+}
+
 func TestEnvironmentOverrides(t *testing.T) {
 	t.Setenv("EDIWATCH_STORE_DSN", "file:/tmp/other.db")
 	t.Setenv("EDIWATCH_RELAY_WORKERS", "3")

@@ -1,15 +1,27 @@
 // Package poller watches drops: it lists each configured directory of a
 // source once per poll, diffs the listing against the store's ledger in
-// one query, takes files whose size and mtime have been stable, downloads
+// one query, takes files whose size and mtime have been stable (and, when
+// configured, that are old enough and have their done marker), downloads
 // them into unlinked spool files with SHA-256 computed on the way, ingests
 // each in one transaction, and only then deletes or moves them.
 //
+// A file that will be deleted or moved is first claimed: renamed to a
+// processing name (NAME.ediwatch-<correlation id>) in its directory, so a
+// new file the partner uploads under the same name meanwhile is never
+// touched; a crash after the claim leaves the processing file, which the
+// next poll finishes. Where the server refuses the rename, the file's
+// identity is checked again right before it is deleted or moved, and a
+// changed file is left for the next poll.
+//
 // Each (source, directory) is polled by one replica at a time through a
-// store lease; when two replicas do download the same file, the inbox
-// decides.
+// store lease, renewed while the poll runs; the lease is a fence: its
+// token goes into every ingest and is checked before post-processing, so
+// a replica that lost its lease cannot commit or delete. When two replicas
+// do download the same file, the inbox decides.
 package poller
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -20,6 +32,7 @@ import (
 	"math/big"
 	"os"
 	"path"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +77,22 @@ type Config struct {
 	// RetryBase and RetryMax shape the backoff between attempts at a file
 	// that failed (default 10s and 1h).
 	RetryBase, RetryMax time.Duration
+	// MinAge: a file is taken only once its mtime is at least this old
+	// (by this host's clock).
+	MinAge time.Duration
+	// DoneMarker, when set, is the name of a sidecar file that must exist
+	// before a file is taken, with {name} standing for the file's name
+	// ("{name}.done", "{name}.ok"). Markers are never ingested; after:
+	// delete or move: removes or moves a file's marker with it.
+	DoneMarker string
+	// IncompleteGrace: a file whose last interchange has no IEA and whose
+	// mtime is younger than this is left for a later poll (default 10m;
+	// negative: no grace, such a file is rejected at once).
+	IncompleteGrace time.Duration
 }
+
+// DefaultIncompleteGrace is the IncompleteGrace of a zero Config.
+const DefaultIncompleteGrace = 10 * time.Minute
 
 // Poller polls one source. Run it with Run; PollOnce is for tests and
 // tools. It is not safe for concurrent polls of itself.
@@ -87,6 +115,9 @@ type observation struct {
 	size  int64
 	mtime time.Time
 	since time.Time
+	// incomplete: downloaded at this size and mtime, its last interchange
+	// had no IEA.
+	incomplete bool
 }
 
 // New returns a poller for src. ing.Store is set to st.
@@ -119,8 +150,10 @@ func New(cfg Config, src Source, st Store, ing ingest.Options, log *zap.Logger, 
 		cfg.RetryMax = time.Hour
 	}
 	if cfg.Holder == "" {
-		host, _ := os.Hostname()
-		cfg.Holder = fmt.Sprintf("%s-%d", host, os.Getpid())
+		cfg.Holder = store.NewHolderID()
+	}
+	if cfg.IncompleteGrace == 0 {
+		cfg.IncompleteGrace = DefaultIncompleteGrace
 	}
 	ing.Store = st
 	return &Poller{cfg: cfg, src: src, st: st, ingest: ing, log: log.With(zap.String("source", cfg.Name)), m: m,
@@ -210,38 +243,104 @@ func (p *Poller) PollOnce(ctx context.Context) (Stats, error) {
 }
 
 type candidate struct {
-	e        Entry
+	e      Entry  // the file as listed (a claimed file under its processing name)
+	ledger string // the path the ledger knows it by: its original path
+	name   string // its original base name
+	// claimed: e is a processing name this poller's kind renamed it to.
+	claimed  bool
 	prev     store.FileState
 	hasPrev  bool
 	postOnly bool
 }
 
+// claimSuffix joins a file's name and its claim's correlation id in its
+// processing name. Processing names never match a listing's globs and
+// are recognised by claimName.
+const claimSuffix = ".ediwatch-"
+
+var claimName = regexp.MustCompile(`^(.+)\.ediwatch-([0-9a-f]{20})$`)
+
+// errLeaseLost cancels a directory's poll when its lease could not be
+// renewed.
+var errLeaseLost = errors.New("directory lease lost")
+
 func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	var st Stats
 	lease := "poll:" + p.cfg.Name + ":" + dir
-	if ok, err := p.renew(ctx, lease); err != nil {
+	token, ok, err := p.renew(ctx, lease)
+	if err != nil {
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
 		return st, fmt.Errorf("lease: %w", err)
 	} else if !ok {
 		return st, nil // another replica polls this directory
 	}
+	fence := store.Fence{Name: lease, Token: token}
+	ctx, cancel := context.WithCancelCause(ctx)
+	heartbeat := make(chan struct{})
+	defer func() { <-heartbeat }()
+	defer cancel(nil)
+	go p.keepLease(ctx, fence, cancel, heartbeat)
+	st, err = p.pollLeased(ctx, dir, fence)
+	if cause := context.Cause(ctx); errors.Is(cause, errLeaseLost) {
+		return st, cause
+	}
+	return st, err
+}
+
+// keepLease renews the lease every third of its TTL while the poll runs;
+// when a renewal fails or finds the lease gone, it stops the poll.
+func (p *Poller) keepLease(ctx context.Context, f store.Fence, cancel context.CancelCauseFunc, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(max(p.cfg.LeaseTTL/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		token, ok, err := p.renew(ctx, f.Name)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && ok && token == f.Token {
+			continue
+		}
+		p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
+		p.log.Warn("directory lease lost; poll stopped", zap.String("lease", f.Name), zap.Bool("held", ok), zap.Error(err))
+		cancel(fmt.Errorf("%w: %s", errLeaseLost, f.Name))
+		return
+	}
+}
+
+func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) (Stats, error) {
+	var st Stats
 	entries, err := p.src.List(ctx, dir)
 	if err != nil {
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "list").Inc()
 		return st, fmt.Errorf("list: %w", err)
 	}
-	var matched []Entry
+	present := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		if p.matches(e.Name) {
-			e.MTime = e.MTime.UTC().Truncate(time.Microsecond) // what the ledger can hold
-			matched = append(matched, e)
+		present[e.Name] = true
+	}
+	var matched []candidate
+	for _, e := range entries {
+		e.MTime = e.MTime.UTC().Truncate(time.Microsecond) // what the ledger can hold
+		c := candidate{e: e, ledger: e.Path, name: e.Name}
+		if m := claimName.FindStringSubmatch(e.Name); m != nil {
+			c.name, c.claimed = m[1], true
+			c.ledger = path.Join(path.Dir(e.Path), c.name)
+		} else if p.isMarker(e.Name) || !p.matches(e.Name) {
+			continue
 		}
+		matched = append(matched, c)
 	}
 	st.Listed = len(matched)
 	p.m.FilesListed.WithLabelValues(p.cfg.Name).Add(float64(len(matched)))
 	paths := make([]string, len(matched))
-	for i, e := range matched {
-		paths[i] = e.Path
+	for i, c := range matched {
+		paths[i] = c.ledger
 	}
 	states, err := p.st.FileStates(ctx, p.cfg.Name, paths)
 	if err != nil {
@@ -257,13 +356,20 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	p.mu.Lock()
 	obs := p.seen[dir]
 	next := make(map[string]observation, len(matched))
-	for _, e := range matched {
-		prev, has := states[e.Path]
+	for _, c := range matched {
+		e := c.e
+		prev, has := states[c.ledger]
 		same := has && prev.Size == e.Size && prev.MTime.Equal(e.MTime)
+		if same && prev.Status == store.FileIngested && prev.PostDone && p.cfg.After != "leave" {
+			// Post-processing removed the version the ledger describes, so
+			// this one is another version with the same size and mtime.
+			same = false
+		}
 		switch {
 		case same && (prev.Status == store.FileIngested || prev.Status == store.FileRejected):
 			if prev.Status == store.FileIngested && p.cfg.After != "leave" && !prev.PostDone {
-				todo = append(todo, candidate{e: e, prev: prev, hasPrev: true, postOnly: true})
+				c.prev, c.hasPrev, c.postOnly = prev, true, true
+				todo = append(todo, c)
 			} else {
 				skip("final")
 			}
@@ -277,7 +383,7 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 			continue
 		}
 		if e.Size > p.cfg.MaxFileSize {
-			p.record(ctx, e, store.FileRejected, fmt.Sprintf("larger than max_file_size (%d > %d bytes)", e.Size, p.cfg.MaxFileSize))
+			p.record(ctx, c.ledger, e, store.FileRejected, fmt.Sprintf("larger than max_file_size (%d > %d bytes)", e.Size, p.cfg.MaxFileSize))
 			p.m.FilesFailed.WithLabelValues(p.cfg.Name, "too_large").Inc()
 			st.Failed++
 			continue
@@ -289,11 +395,22 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 			continue
 		}
 		next[e.Path] = o
-		if now.Sub(o.since) < p.cfg.StableFor {
+		switch {
+		case now.Sub(o.since) < p.cfg.StableFor:
 			skip("unstable")
 			continue
+		case now.Sub(e.MTime) < p.cfg.MinAge:
+			skip("too_young")
+			continue
+		case !c.claimed && p.cfg.DoneMarker != "" && !present[p.marker(e.Name)]:
+			skip("no_marker")
+			continue
+		case o.incomplete && p.young(e):
+			skip("incomplete")
+			continue
 		}
-		todo = append(todo, candidate{e: e, prev: prev, hasPrev: same})
+		c.prev, c.hasPrev = prev, same
+		todo = append(todo, c)
 	}
 	p.seen[dir] = next
 	p.mu.Unlock()
@@ -308,14 +425,13 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	g.SetLimit(p.cfg.Downloads)
 	for _, c := range todo {
 		g.Go(func() error {
-			defer p.renew(gctx, lease) // a long poll keeps its lease
 			var s Stats
 			if c.postOnly {
-				if p.postProcess(gctx, c.e) {
+				if p.postProcess(gctx, c, c.e, fence) {
 					s.PostProcessed++
 				}
 			} else {
-				s = p.take(gctx, dir, c)
+				s = p.take(gctx, dir, c, fence)
 			}
 			mu.Lock()
 			st.add(s)
@@ -327,17 +443,36 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	return st, ctx.Err()
 }
 
-// renew takes or extends the lease for this poller; it reports whether
-// this poller holds it.
-func (p *Poller) renew(ctx context.Context, lease string) (bool, error) {
+// young reports whether e is within the incomplete grace.
+func (p *Poller) young(e Entry) bool {
+	return p.cfg.IncompleteGrace > 0 && p.now().Sub(e.MTime) < p.cfg.IncompleteGrace
+}
+
+// marker returns the done marker's name for the file name.
+func (p *Poller) marker(name string) string {
+	return strings.ReplaceAll(p.cfg.DoneMarker, "{name}", name)
+}
+
+// isMarker reports whether name has the form of a done marker.
+func (p *Poller) isMarker(name string) bool {
+	if p.cfg.DoneMarker == "" {
+		return false
+	}
+	prefix, suffix, _ := strings.Cut(p.cfg.DoneMarker, "{name}")
+	return len(name) > len(prefix)+len(suffix) && strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix)
+}
+
+// renew takes or extends the lease for this poller; it reports the token
+// and whether this poller holds it.
+func (p *Poller) renew(ctx context.Context, lease string) (int64, bool, error) {
 	token, ok, err := p.st.AcquireLease(ctx, lease, p.cfg.Holder, p.cfg.LeaseTTL, p.now())
 	if err != nil || !ok {
-		return false, err
+		return 0, false, err
 	}
 	p.mu.Lock()
 	p.leases[lease] = token
 	p.mu.Unlock()
-	return true, nil
+	return token, true, nil
 }
 
 func (p *Poller) matches(name string) bool {
@@ -365,20 +500,54 @@ func (p *Poller) retryDelay(attempts int) time.Duration {
 	return d
 }
 
-// take downloads, ingests and post-processes one file.
-func (p *Poller) take(ctx context.Context, dir string, c candidate) Stats {
+// take claims, downloads, ingests and post-processes one file.
+func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.Fence) Stats {
 	var st Stats
 	e := c.e
+	// A fresh correlation id per arrival, also for a file claimed by an
+	// earlier attempt: its processing name only names the claim.
 	corr := store.NewCorrelationID()
-	log := p.log.With(zap.String("path", e.Path), zap.String("correlation_id", corr))
-	spool, sum, n, err := p.download(ctx, e)
-	if errors.Is(err, os.ErrNotExist) {
+	log := p.log.With(zap.String("path", c.ledger), zap.String("correlation_id", corr))
+	vanished := func() Stats {
 		// Deleted between the listing and the download (by the partner or
 		// another replica's post-processing): nothing to take, no failure.
 		st.Skipped++
 		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "vanished").Inc()
 		log.Info("file vanished before download")
 		return st
+	}
+	// Claim first: what is downloaded, ingested and then deleted or moved
+	// is the claimed file, whatever the partner puts under its name
+	// meanwhile.
+	claimedNow := false
+	if !c.claimed && p.cfg.After != "leave" {
+		switch got, err := p.claim(ctx, e, corr); {
+		case errors.Is(err, os.ErrNotExist):
+			return vanished()
+		case err != nil:
+			if ctx.Err() != nil {
+				return st
+			}
+			// The server refuses the rename: post-processing re-checks the
+			// file's identity instead.
+			log.Debug("claim by rename refused; identity checked before post-processing", zap.Error(err))
+		case !got.Same(e):
+			// The name held another version by the time it was claimed; it
+			// is a processing file now, taken once stable.
+			p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "replaced").Inc()
+			log.Info("file replaced since listed; the new version is taken on a later poll")
+			st.Skipped++
+			return st
+		default:
+			c.claimed, claimedNow, e = true, true, got
+		}
+	}
+	if c.claimed {
+		log = log.With(zap.String("processing_path", e.Path))
+	}
+	spool, sum, n, err := p.download(ctx, e)
+	if errors.Is(err, os.ErrNotExist) {
+		return vanished()
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -395,16 +564,42 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate) Stats {
 	p.m.BytesDownloaded.WithLabelValues(p.cfg.Name).Add(float64(n))
 	if n != e.Size {
 		// Changed while downloading: it is not stable after all.
-		p.mu.Lock()
-		delete(p.seen[dir], e.Path)
-		p.mu.Unlock()
+		p.forget(dir, e.Path)
 		log.Info("file changed during download; retried when stable", zap.Int64("listed", e.Size), zap.Int64("read", n))
 		return st
 	}
-	res, err := ingest.File(ctx, p.ingest, store.FileInfo{Source: p.cfg.Name, Path: e.Path, Size: n, MTime: e.MTime,
-		SHA256: sum, CorrelationID: corr, Now: p.now()}, spool)
+	if p.young(e) && lastInterchangeOpen(spool, n) {
+		// A stalled upload, most likely: handed back under its name (so a
+		// partner resuming it finds it) and taken again when it changes or
+		// the grace has passed (then rejected as it is).
+		at := e.Path
+		if claimedNow && p.src.Rename(ctx, e.Path, c.e.Path) == nil {
+			at = c.e.Path
+		}
+		p.mu.Lock()
+		if o, ok := p.seen[dir][at]; ok && o.size == e.Size && o.mtime.Equal(e.MTime) {
+			o.incomplete = true
+			p.seen[dir][at] = o
+		}
+		p.mu.Unlock()
+		st.Skipped++
+		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "incomplete").Inc()
+		log.Info("last interchange has no IEA; left for a later poll", zap.Duration("incomplete_grace", p.cfg.IncompleteGrace))
+		return st
+	}
+	if claimedNow {
+		// The marker has done its work: the file is complete and claimed.
+		p.disposeMarker(ctx, dir, c.name, log)
+	}
+	res, err := ingest.File(ctx, p.ingest, store.FileInfo{Source: p.cfg.Name, Path: c.ledger, Size: n, MTime: e.MTime,
+		SHA256: sum, CorrelationID: corr, Now: p.now(), Fence: fence}, spool)
 	if err != nil {
 		if ctx.Err() != nil {
+			return st
+		}
+		if errors.Is(err, store.ErrLeaseLost) {
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
+			log.Warn("ingest refused: the directory lease passed to another replica", zap.Error(err))
 			return st
 		}
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "ingest").Inc()
@@ -430,10 +625,72 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate) Stats {
 		}
 	}
 	log.Info("file ingested", fields...)
-	if p.postProcess(ctx, e) {
+	if p.postProcess(ctx, c, e, fence) {
 		st.PostProcessed++
 	}
 	return st
+}
+
+// forget drops the observation of path, so it must be stable again.
+func (p *Poller) forget(dir, path string) {
+	p.mu.Lock()
+	delete(p.seen[dir], path)
+	p.mu.Unlock()
+}
+
+// claim renames the listed file e to its processing name and returns the
+// file it renamed, as it is there.
+func (p *Poller) claim(ctx context.Context, e Entry, corr string) (Entry, error) {
+	to := path.Join(path.Dir(e.Path), e.Name+claimSuffix+corr)
+	if err := p.src.Rename(ctx, e.Path, to); err != nil {
+		return Entry{}, err
+	}
+	got, err := p.src.Stat(ctx, to)
+	if err != nil {
+		return Entry{}, err
+	}
+	got.MTime = got.MTime.UTC().Truncate(time.Microsecond)
+	return got, nil
+}
+
+func isAlnum(b byte) bool {
+	return b >= '0' && b <= '9' || b >= 'A' && b <= 'Z' || b >= 'a' && b <= 'z'
+}
+
+// closingIEA matches a whole IEA segment at the very end of a file: any
+// delimiters (each interchange may use its own), optional padding, a
+// segment terminator, then only white space.
+var closingIEA = regexp.MustCompile(`(?:^|[^A-Za-z0-9])IEA([^A-Za-z0-9\s]) *[A-Za-z0-9]{1,5} *([^A-Za-z0-9\s]) *[A-Za-z0-9 ]{1,9}[^A-Za-z0-9 ]\s*$`)
+
+func endsWithIEA(b []byte) bool {
+	m := closingIEA.FindSubmatch(b)
+	return m != nil && bytes.Equal(m[1], m[2])
+}
+
+// lastInterchangeOpen reports whether the X12 in r (size bytes) ends
+// without an IEA: a cheap look at the file's start and its last bytes,
+// not a parse. Content that is not X12 is not open.
+func lastInterchangeOpen(r io.ReaderAt, size int64) bool {
+	head := make([]byte, min(size, 512))
+	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(head) < 4 || !bytes.HasPrefix(head, []byte("ISA")) || isAlnum(head[3]) {
+		return false // not X12
+	}
+	if bytes.Count(head, head[3:4]) < 16 {
+		// Too short to hold its ISA: an upload that has just begun (or
+		// not X12, rejected once the grace has passed).
+		return true
+	}
+	tail := make([]byte, min(size, 256))
+	if _, err := r.ReadAt(tail, size-int64(len(tail))); err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	tail = bytes.ReplaceAll(tail, []byte("\r"), nil)
+	// Lines wrapped at a fixed width may split the IEA itself.
+	return !endsWithIEA(tail) && !endsWithIEA(bytes.ReplaceAll(tail, []byte("\n"), nil))
 }
 
 // download streams the file into an unlinked spool file, hashing it on the
@@ -506,62 +763,111 @@ func (p *Poller) fail(ctx context.Context, c candidate, stage string, err error,
 	}
 	p.m.FilesFailed.WithLabelValues(p.cfg.Name, stage).Inc()
 	msg := stage + ": " + err.Error()
-	p.record(ctx, c.e, status, msg)
+	p.record(ctx, c.ledger, c.e, status, msg)
 	log.Warn("file not ingested", zap.String("stage", stage), zap.Error(err), zap.Int("attempt", attempts),
 		zap.String("status", string(status)))
 }
 
-func (p *Poller) record(ctx context.Context, e Entry, status store.FileStatus, msg string) {
-	if _, err := p.st.RecordFileProblem(ctx, store.FileInfo{Source: p.cfg.Name, Path: e.Path, Size: e.Size,
+// record writes the ledger row of the file e, known as ledger.
+func (p *Poller) record(ctx context.Context, ledger string, e Entry, status store.FileStatus, msg string) {
+	if _, err := p.st.RecordFileProblem(ctx, store.FileInfo{Source: p.cfg.Name, Path: ledger, Size: e.Size,
 		MTime: e.MTime, Now: p.now()}, status, msg); err != nil {
-		p.log.Error("ledger write failed", zap.String("path", e.Path), zap.Error(err))
+		p.log.Error("ledger write failed", zap.String("path", ledger), zap.Error(err))
 	}
 }
 
-// postProcess deletes or moves a file whose ingest committed, and records
-// it. A failure is counted and retried on a later poll; the file is never
-// ingested again for it.
-func (p *Poller) postProcess(ctx context.Context, e Entry) bool {
+// postProcess deletes or moves the version e of c whose ingest committed,
+// and records it. It acts only while this poller holds the directory
+// lease, and only on that exact version: a claimed file is its own; an
+// unclaimed one is checked again (size, mtime, identity) right before and
+// left for the next poll when it changed. A failure is counted and
+// retried on a later poll; the file is never ingested again for it.
+func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence store.Fence) bool {
+	if p.cfg.After == "leave" {
+		return false
+	}
+	log := p.log.With(zap.String("path", c.ledger))
+	if err := p.st.CheckLease(ctx, fence, p.now()); err != nil {
+		if ctx.Err() == nil {
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
+			log.Warn("post-processing left to the lease's new holder", zap.Error(err))
+		}
+		return false
+	}
+	if !c.claimed {
+		cur, err := p.src.Stat(ctx, e.Path)
+		if err == nil {
+			cur.MTime = cur.MTime.UTC().Truncate(time.Microsecond)
+			if !cur.Same(e) {
+				p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "replaced").Inc()
+				log.Info("file replaced since it was ingested; the new version is taken on a later poll")
+				return false
+			}
+		} else if !errors.Is(err, os.ErrNotExist) {
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "post_process").Inc()
+			log.Warn("post-processing failed; retried next poll", zap.Error(err))
+			return false
+		}
+	}
 	var action string
 	var err error
 	switch {
-	case p.cfg.After == "leave":
-		return false
 	case p.cfg.After == "delete":
 		action = "delete"
 		err = p.src.Remove(ctx, e.Path)
 	case strings.HasPrefix(p.cfg.After, "move:"):
 		action = "move"
-		err = p.move(ctx, e, strings.TrimPrefix(p.cfg.After, "move:"))
+		err = p.move(ctx, e.Path, c.name, strings.TrimPrefix(p.cfg.After, "move:"))
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		err = nil // already gone: another replica or the partner removed it
 	}
+	if err == nil && !c.claimed {
+		p.disposeMarker(ctx, path.Dir(c.ledger), c.name, log)
+	}
 	if err == nil {
-		err = p.st.MarkPostDone(ctx, p.cfg.Name, e.Path, p.now())
+		err = p.st.MarkPostDone(ctx, p.cfg.Name, c.ledger, p.now())
 	}
 	if err != nil {
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "post_process").Inc()
-		p.log.Warn("post-processing failed; retried next poll", zap.String("path", e.Path), zap.String("action", action), zap.Error(err))
+		log.Warn("post-processing failed; retried next poll", zap.String("action", action), zap.Error(err))
 		return false
 	}
 	p.m.PostProcessed.WithLabelValues(p.cfg.Name, action).Inc()
 	return true
 }
 
-// move renames the file into dir, adding a unique suffix when the name is
-// taken.
-func (p *Poller) move(ctx context.Context, e Entry, dir string) error {
+// disposeMarker deletes or moves the done marker of the file name in dir,
+// as post-processing does the file. A marker that is not there is fine.
+func (p *Poller) disposeMarker(ctx context.Context, dir, name string, log *zap.Logger) {
+	if p.cfg.DoneMarker == "" || p.cfg.After == "leave" {
+		return
+	}
+	m := path.Join(dir, p.marker(name))
+	var err error
+	if p.cfg.After == "delete" {
+		err = p.src.Remove(ctx, m)
+	} else {
+		err = p.move(ctx, m, p.marker(name), strings.TrimPrefix(p.cfg.After, "move:"))
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		log.Warn("done marker not removed", zap.String("marker", m), zap.Error(err))
+	}
+}
+
+// move renames from into dir as name, adding a unique suffix when the name
+// is taken.
+func (p *Poller) move(ctx context.Context, from, name, dir string) error {
 	if err := p.src.MkdirAll(ctx, dir); err != nil {
 		return err
 	}
-	target := path.Join(dir, e.Name)
+	target := path.Join(dir, name)
 	for i := 0; i < 5; i++ {
-		err := p.src.Rename(ctx, e.Path, target)
+		err := p.src.Rename(ctx, from, target)
 		if !errors.Is(err, os.ErrExist) {
 			return err
 		}
-		target = path.Join(dir, fmt.Sprintf("%s.%s-%d", e.Name, p.now().Format("20060102T150405.000000"), i))
+		target = path.Join(dir, fmt.Sprintf("%s.%s-%d", name, p.now().Format("20060102T150405.000000"), i))
 	}
-	return fmt.Errorf("move %s: no free name in %s", e.Name, dir)
+	return fmt.Errorf("move %s: no free name in %s", name, dir)
 }

@@ -44,7 +44,11 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, src poller.Source, dirs []string, mod func(*poller.Config)) *harness {
-	st := newSQLite(t)
+	return newHarnessOn(t, newSQLite(t), src, dirs, mod)
+}
+
+// newHarnessOn is newHarness on st: replicas share one store.
+func newHarnessOn(t *testing.T, st store.Store, src poller.Source, dirs []string, mod func(*poller.Config)) *harness {
 	m := metrics.New(prometheus.NewRegistry())
 	cfg := poller.Config{Name: "acme", Directories: dirs, PollInterval: time.Second, Include: []string{"*.x12", "*.835"},
 		RetryBase: time.Nanosecond, RetryMax: time.Nanosecond, SpoolDir: t.TempDir()}

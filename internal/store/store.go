@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 )
 
@@ -42,8 +43,9 @@ const (
 
 // Errors of the store, translated from each driver's own.
 var (
-	// ErrLeaseLost: the outbox row's lease token no longer matches (the
-	// lease expired and the row was reaped or claimed by another relay).
+	// ErrLeaseLost: the lease token no longer matches: an outbox row's
+	// lease expired and the row was reaped or claimed by another relay,
+	// or a directory lease (a Fence) passed to another replica.
 	ErrLeaseLost = errors.New("store: lease lost")
 	ErrNotFound  = errors.New("store: not found")
 )
@@ -59,6 +61,10 @@ type FileInfo struct {
 	CorrelationID string
 	// Now is the time recorded on every row.
 	Now time.Time
+	// Fence, when set, is the directory lease the file was taken under:
+	// Commit refuses (ErrLeaseLost) and records nothing when the lease no
+	// longer has Fence.Token.
+	Fence Fence
 	// FailBeforeCommit, when set, makes Commit perform every write and
 	// then fail with this error instead of committing. For tests that
 	// prove a failed ingest leaves nothing behind.
@@ -271,14 +277,32 @@ type Outbox interface {
 	Stats(ctx context.Context, now time.Time) ([]SinkStats, error)
 }
 
+// Fence is a lease as granted: writes made under it are refused once the
+// lease has changed hands. The zero Fence fences nothing.
+type Fence struct {
+	Name  string
+	Token int64
+}
+
+// IsZero reports whether f fences nothing.
+func (f Fence) IsZero() bool { return f.Name == "" }
+
 // Leases are named compare-and-set leases with fencing tokens, for
 // sources (one poller per source and directory) and the maintenance
 // leader. The token grows each time the lease changes hands.
 type Leases interface {
 	// AcquireLease takes name for holder until now+ttl when it is free,
 	// expired or already held by holder. It returns the fencing token and
-	// whether holder has the lease.
+	// whether holder has the lease. The token stays the same while holder
+	// renews in time and grows otherwise. On PostgreSQL now is the
+	// database's clock (the caller's is ignored), so replicas with skewed
+	// clocks agree on expiry.
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error)
+	// CheckLease returns ErrLeaseLost unless the lease f.Name still has
+	// f.Token and has not expired at now (the database clock on
+	// PostgreSQL). Callers check it right before acting outside the store
+	// (deleting or moving a remote file).
+	CheckLease(ctx context.Context, f Fence, now time.Time) error
 	// ReleaseLease gives the lease up if holder still holds it with token.
 	ReleaseLease(ctx context.Context, name, holder string, token int64) error
 }
@@ -446,6 +470,18 @@ func NewToken() string {
 		panic(fmt.Sprintf("store: random token: %v", err)) // crypto/rand does not fail on Linux
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// NewHolderID returns a lease holder name unique to this process: host,
+// pid and a random instance id, so replicas that all run as pid 1 in
+// containers of one host name still differ. Call it once per process part
+// and keep the result: renewals must present the same holder.
+func NewHolderID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "ediwatch"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), NewToken()[:8])
 }
 
 // NewCorrelationID returns a random correlation id.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ediwatch/ediwatch/internal/poller"
 )
 
@@ -39,9 +41,29 @@ func (Source) List(ctx context.Context, dir string) ([]poller.Entry, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, poller.Entry{Name: e.Name(), Path: filepath.Join(dir, e.Name()), Size: info.Size(), MTime: info.ModTime()})
+		out = append(out, entry(filepath.Join(dir, e.Name()), info))
 	}
 	return out, nil
+}
+
+func entry(path string, info fs.FileInfo) poller.Entry {
+	e := poller.Entry{Name: info.Name(), Path: path, Size: info.Size(), MTime: info.ModTime()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		e.ID = fmt.Sprintf("%d:%d", st.Dev, st.Ino)
+	}
+	return e
+}
+
+// Stat implements poller.Source.
+func (Source) Stat(ctx context.Context, path string) (poller.Entry, error) {
+	info, err := os.Lstat(path)
+	if err != nil {
+		return poller.Entry{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return poller.Entry{}, fmt.Errorf("%s: not a regular file", path)
+	}
+	return entry(path, info), nil
 }
 
 // Open implements poller.Source. It refuses to follow a symlink swapped in
@@ -62,8 +84,16 @@ func (Source) Open(ctx context.Context, path string) (io.ReadCloser, error) {
 func (Source) Remove(ctx context.Context, path string) error { return os.Remove(path) }
 
 // Rename implements poller.Source: it never replaces an existing file
-// (link, then unlink; os.ErrExist when to exists).
+// (os.ErrExist when to exists). It is one atomic renameat2(NOREPLACE)
+// where the file system supports it, else a link then an unlink.
 func (Source) Rename(ctx context.Context, from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		if err != nil {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+		}
+		return nil
+	}
 	if err := os.Link(from, to); err != nil {
 		return err
 	}

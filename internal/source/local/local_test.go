@@ -12,3 +12,10 @@ func TestSourceSuite(t *testing.T) {
 		return sourcetest.Drop{Local: d, Remote: d}
 	})
 }
+
+func TestIntake(t *testing.T) {
+	sourcetest.RunIntake(t, Source{}, func(t *testing.T) sourcetest.Drop {
+		d := t.TempDir()
+		return sourcetest.Drop{Local: d, Remote: d}
+	})
+}

@@ -320,68 +320,114 @@ func (s *Source) List(ctx context.Context, dir string) ([]poller.Entry, error) {
 	return out, nil
 }
 
-// Open implements poller.Source.
-func (s *Source) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+// abortOn drops the current connection when ctx is done before stop is
+// called. pkg/sftp's calls take no context, and a stalled server would
+// hold them (and a shutdown) for as long as it stalls; dropping the
+// connection fails every call on it at once, and the next call
+// reconnects.
+func (s *Source) abortOn(ctx context.Context) (stop func() bool) {
+	s.mu.Lock()
+	sc := s.ssh
+	s.mu.Unlock()
+	return context.AfterFunc(ctx, func() { s.drop(sc) })
+}
+
+// do runs fn on the connection, aborted when ctx is done.
+func (s *Source) do(ctx context.Context, fn func(c *sftp.Client) error) error {
 	c, err := s.conn(ctx)
+	if err != nil {
+		return err
+	}
+	stop := s.abortOn(ctx)
+	err = fn(c)
+	stop()
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return s.failed(err)
+}
+
+// Stat implements poller.Source.
+func (s *Source) Stat(ctx context.Context, p string) (poller.Entry, error) {
+	var e poller.Entry
+	err := s.do(ctx, func(c *sftp.Client) error {
+		fi, err := c.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		e = poller.Entry{Name: fi.Name(), Path: p, Size: fi.Size(), MTime: fi.ModTime()}
+		return nil
+	})
+	return e, err
+}
+
+// Open implements poller.Source. The file's reads honour ctx.
+func (s *Source) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	var f *sftp.File
+	err := s.do(ctx, func(c *sftp.Client) (err error) {
+		f, err = c.Open(p)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	f, err := c.Open(p)
-	if err != nil {
-		return nil, s.failed(err)
-	}
-	return &file{File: f, s: s}, nil
+	return &file{File: f, s: s, ctx: ctx}, nil
 }
 
-// file drops the connection when a read fails below the SFTP layer.
+// file drops the connection when a read fails below the SFTP layer or
+// ctx is done while a read waits.
 type file struct {
 	*sftp.File
-	s *Source
+	s   *Source
+	ctx context.Context
 }
 
 func (f *file) Read(b []byte) (int, error) {
+	stop := f.s.abortOn(f.ctx)
 	n, err := f.File.Read(b)
+	stop()
 	if err != nil && err != io.EOF {
+		if f.ctx.Err() != nil {
+			return n, f.ctx.Err()
+		}
 		err = f.s.failed(err)
 	}
 	return n, err
 }
 
 func (f *file) WriteTo(w io.Writer) (int64, error) {
+	stop := f.s.abortOn(f.ctx)
 	n, err := f.File.WriteTo(w)
+	stop()
+	if err != nil && f.ctx.Err() != nil {
+		return n, f.ctx.Err()
+	}
 	return n, f.s.failed(err)
 }
 
 // Remove implements poller.Source.
 func (s *Source) Remove(ctx context.Context, p string) error {
-	c, err := s.conn(ctx)
-	if err != nil {
-		return err
-	}
-	return s.failed(c.Remove(p))
+	return s.do(ctx, func(c *sftp.Client) error { return c.Remove(p) })
 }
 
 // Rename implements poller.Source. SFTP's rename (version 3, as OpenSSH
 // serves it) fails when the target exists; a stat first makes the error
 // os.ErrExist on every server.
 func (s *Source) Rename(ctx context.Context, from, to string) error {
-	c, err := s.conn(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := c.Lstat(to); err == nil {
-		return fmt.Errorf("rename %s: %w", to, os.ErrExist)
-	}
-	return s.failed(c.Rename(from, to))
+	return s.do(ctx, func(c *sftp.Client) error {
+		if _, err := c.Lstat(to); err == nil {
+			return fmt.Errorf("rename %s: %w", to, os.ErrExist)
+		}
+		return c.Rename(from, to)
+	})
 }
 
 // MkdirAll implements poller.Source.
 func (s *Source) MkdirAll(ctx context.Context, dir string) error {
-	c, err := s.conn(ctx)
-	if err != nil {
-		return err
-	}
-	return s.failed(c.MkdirAll(dir))
+	return s.do(ctx, func(c *sftp.Client) error { return c.MkdirAll(dir) })
 }
 
 // Close implements poller.Source.

@@ -49,6 +49,11 @@ func TestSourceSuiteOnOpenSSH(t *testing.T) {
 	sourcetest.Run(t, src, drops)
 }
 
+func TestIntakeOnOpenSSH(t *testing.T) {
+	src, drops := openSSH(t)
+	sourcetest.RunIntake(t, src, drops)
+}
+
 func TestUnknownHostKeyIsRefused(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
 	empty := filepath.Join(t.TempDir(), "known_hosts")

@@ -49,6 +49,27 @@ func Run(t *testing.T, src poller.Source, newDrop func(t *testing.T) Drop) {
 			t.Errorf("listing %+v (want two regular files; no directory, no symlink)", got)
 		}
 	})
+	t.Run("StatMatchesListing", func(t *testing.T) {
+		d := newDrop(t)
+		write(t, d, "s.835", "ISA*stat")
+		listed, err := src.List(ctx, d.Remote)
+		if err != nil || len(listed) != 1 {
+			t.Fatalf("list %v %v", listed, err)
+		}
+		got, err := src.Stat(ctx, path.Join(d.Remote, "s.835"))
+		if err != nil || got.Name != "s.835" || got.Path != listed[0].Path || !got.Same(listed[0]) {
+			t.Errorf("stat %+v %v, listed %+v", got, err, listed[0])
+		}
+		if _, err := src.Stat(ctx, path.Join(d.Remote, "none.835")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stat of a missing file: %v", err)
+		}
+		// The name now holds another file: a new version.
+		os.Remove(filepath.Join(d.Local, "s.835"))
+		write(t, d, "s.835", "ISA*stat*but longer")
+		if again, _ := src.Stat(ctx, path.Join(d.Remote, "s.835")); again.Same(listed[0]) {
+			t.Errorf("a replaced file looks the same: %+v", again)
+		}
+	})
 	t.Run("OpenReadsContent", func(t *testing.T) {
 		d := newDrop(t)
 		write(t, d, "c.835", "ISA*content*here~")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -292,6 +293,12 @@ func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastEr
 			sets++
 		}
 	}
+	if !f.Fence.IsZero() {
+		// Same transaction as every write: a replica whose directory lease
+		// passed to another commits nothing.
+		in.batch.Queue("SELECT ediwatch_check_fence($1, $2)", f.Fence.Name, f.Fence.Token)
+		in.queued = append(in.queued, queued{kind: "exec", key: "fence"})
+	}
 	in.batch.Queue(ledgerSQL, f.Source, f.Path, f.Size, f.MTime, f.SHA256, string(status), lastError, sets,
 		f.CorrelationID, f.Now)
 	in.queued = append(in.queued, queued{kind: "exec", key: "ledger"})
@@ -327,7 +334,7 @@ func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastEr
 		return nil, f.FailBeforeCommit
 	}
 	if err != nil {
-		return nil, err
+		return nil, fenceErr(err)
 	}
 	return &in.result, nil
 }
@@ -585,15 +592,18 @@ func (s *Store) Stats(ctx context.Context, now time.Time) ([]store.SinkStats, er
 	return out, rows.Err()
 }
 
-// AcquireLease implements store.Leases.
-func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error) {
+// AcquireLease implements store.Leases. Expiry is decided by the
+// database clock: now is ignored, so a replica whose clock runs fast
+// cannot take a lease that is still live.
+func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, _ time.Time) (int64, bool, error) {
 	var token int64
-	err := s.pool.QueryRow(ctx, `INSERT INTO lease (name, holder, token, expires_at) VALUES ($1, $2, 1, $3)
+	err := s.pool.QueryRow(ctx, `INSERT INTO lease (name, holder, token, expires_at)
+		VALUES ($1, $2, 1, now() + $3 * interval '1 microsecond')
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
-		token = CASE WHEN lease.holder = excluded.holder AND lease.expires_at >= $4 THEN lease.token
+		token = CASE WHEN lease.holder = excluded.holder AND lease.expires_at >= now() THEN lease.token
 		             ELSE lease.token + 1 END
-		WHERE lease.holder = excluded.holder OR lease.expires_at < $4
-		RETURNING token`, name, holder, now.Add(ttl), now).Scan(&token)
+		WHERE lease.holder = excluded.holder OR lease.expires_at < now()
+		RETURNING token`, name, holder, ttl.Microseconds()).Scan(&token)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -604,6 +614,29 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string, token int64) error {
 	_, err := s.pool.Exec(ctx, `UPDATE lease SET expires_at = 'epoch' WHERE name = $1 AND holder = $2 AND token = $3`,
 		name, holder, token)
+	return err
+}
+
+// CheckLease implements store.Leases, on the database clock.
+func (s *Store) CheckLease(ctx context.Context, f store.Fence, _ time.Time) error {
+	var live bool
+	err := s.pool.QueryRow(ctx, `SELECT expires_at >= now() FROM lease WHERE name = $1 AND token = $2`,
+		f.Name, f.Token).Scan(&live)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
+		return fmt.Errorf("lease %s: %w", f.Name, store.ErrLeaseLost)
+	}
+	return err
+}
+
+// fenceLost is the SQLSTATE ediwatch_check_fence raises.
+const fenceLost = "EW001"
+
+// fenceErr translates a refused fence into store.ErrLeaseLost.
+func fenceErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == fenceLost {
+		return fmt.Errorf("ingest: %s: %w", pe.Message, store.ErrLeaseLost)
+	}
 	return err
 }
 

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -48,5 +49,31 @@ func TestOpenRedactsPassword(t *testing.T) {
 	_, err := Open(context.Background(), "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=1&bogus_param=%zz", Options{})
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestLeaseExpiryOnDatabaseClock: a replica whose clock runs an hour fast
+// cannot take a lease that is live by the database's clock, and one whose
+// clock runs an hour slow cannot keep a lapsed lease alive.
+func TestLeaseExpiryOnDatabaseClock(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	tok, ok, err := s.AcquireLease(ctx, "poll:acme:/out", "a", time.Minute, now)
+	if err != nil || !ok {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	if _, ok, _ := s.AcquireLease(ctx, "poll:acme:/out", "b", time.Minute, now.Add(time.Hour)); ok {
+		t.Fatal("a replica with a fast clock took a live lease")
+	}
+	if err := s.CheckLease(ctx, store.Fence{Name: "poll:acme:/out", Token: tok}, now.Add(time.Hour)); err != nil {
+		t.Errorf("a fast caller clock expired a live lease: %v", err)
+	}
+	s.AcquireLease(ctx, "poll:acme:/out", "a", -time.Minute, now) // lapsed by the database clock
+	if err := s.CheckLease(ctx, store.Fence{Name: "poll:acme:/out", Token: tok}, now.Add(-time.Hour)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("a slow caller clock kept a lapsed lease: %v", err)
+	}
+	if _, ok, _ := s.AcquireLease(ctx, "poll:acme:/out", "b", time.Minute, now.Add(-time.Hour)); !ok {
+		t.Error("a lapsed lease was not free for a replica with a slow clock")
 	}
 }

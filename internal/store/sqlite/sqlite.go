@@ -392,6 +392,18 @@ func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastEr
 	defer in.Rollback()
 	f := in.f
 	now := us(f.Now)
+	if !f.Fence.IsZero() {
+		// Inside the write transaction, which SQLite serialises against
+		// every takeover of the lease.
+		var token int64
+		err := in.tx.QueryRowContext(ctx, `SELECT token FROM lease WHERE name = ?`, f.Fence.Name).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && token != f.Fence.Token) {
+			return nil, fmt.Errorf("ingest: lease %s: %w", f.Fence.Name, store.ErrLeaseLost)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ingest: fence: %w", err)
+		}
+	}
 	if _, err := in.tx.ExecContext(ctx, `INSERT INTO remote_file (source, path, size, mtime, sha256, status,
 		last_error, sets, correlation_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (source, path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime,
@@ -663,6 +675,17 @@ func (s *Store) AcquireLease(ctx context.Context, name, holder string, ttl time.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string, token int64) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE lease SET expires_at = 0 WHERE name = ? AND holder = ? AND token = ?`,
 		name, holder, token)
+	return err
+}
+
+// CheckLease implements store.Leases. SQLite serves one node, whose clock
+// is the caller's.
+func (s *Store) CheckLease(ctx context.Context, f store.Fence, now time.Time) error {
+	var expires int64
+	err := s.db.QueryRowContext(ctx, `SELECT expires_at FROM lease WHERE name = ? AND token = ?`, f.Name, f.Token).Scan(&expires)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && expires < us(now)) {
+		return fmt.Errorf("lease %s: %w", f.Name, store.ErrLeaseLost)
+	}
 	return err
 }
 

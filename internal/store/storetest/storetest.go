@@ -18,6 +18,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/ingest"
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 // NewStore returns a migrated, empty store private to the test; the
@@ -102,6 +103,8 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"RetrySnoozeDeadReplayDiscard":     testTransitions,
 		"Stats":                            testStats,
 		"Leases":                           testLeases,
+		"CheckLease":                       testCheckLease,
+		"StaleFenceCommitsNothing":         testStaleFenceCommitsNothing,
 		"ControlNumbers":                   testControlNumbers,
 		"Prune":                            testPrune,
 		"MigrateTwiceConcurrently":         testMigrateAgain,
@@ -519,31 +522,96 @@ func testStats(t *testing.T, s store.Store) {
 
 func testLeases(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	tok, ok, err := s.AcquireLease(ctx, "source:acme:/out", "a", 30*time.Second, t0)
+	// The real clock: on PostgreSQL the database's clock decides expiry,
+	// so a lease lapses here by a renewal with a negative TTL (a holder
+	// that stopped renewing long ago), never by a made-up time.
+	now := time.Now().UTC()
+	tok, ok, err := s.AcquireLease(ctx, "source:acme:/out", "a", 30*time.Second, now)
 	if err != nil || !ok || tok != 1 {
 		t.Fatalf("acquire: %d %v %v", tok, ok, err)
 	}
-	if _, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "b", 30*time.Second, t0.Add(10*time.Second)); ok {
+	if _, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "b", 30*time.Second, now); ok {
 		t.Fatal("a held lease was taken")
 	}
-	if tok2, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "a", 30*time.Second, t0.Add(20*time.Second)); !ok || tok2 != 1 {
+	if tok2, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "a", 30*time.Second, now); !ok || tok2 != 1 {
 		t.Errorf("renewal by the holder: %d %v", tok2, ok)
 	}
-	// a's renewal runs to t0+50s; b takes over after it lapses, with a new token.
-	if _, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "b", 30*time.Second, t0.Add(45*time.Second)); ok {
-		t.Fatal("the renewed lease was taken early")
+	if tok2, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "a", -time.Minute, now); !ok || tok2 != 1 {
+		t.Fatalf("lapse: %d %v", tok2, ok)
 	}
-	tok3, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "b", 30*time.Second, t0.Add(51*time.Second))
+	tok3, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "b", 30*time.Second, now)
 	if !ok || tok3 != 2 {
 		t.Fatalf("takeover: %d %v", tok3, ok)
 	}
 	s.ReleaseLease(ctx, "source:acme:/out", "a", 1) // a stale release changes nothing
-	if _, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "a", 30*time.Second, t0.Add(52*time.Second)); ok {
+	if _, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "a", 30*time.Second, now); ok {
 		t.Fatal("a stale release freed b's lease")
 	}
 	s.ReleaseLease(ctx, "source:acme:/out", "b", tok3)
-	if tok4, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "a", 30*time.Second, t0.Add(53*time.Second)); !ok || tok4 != 3 {
+	if tok4, ok, _ := s.AcquireLease(ctx, "source:acme:/out", "a", 30*time.Second, now); !ok || tok4 != 3 {
 		t.Errorf("after release: %d %v", tok4, ok)
+	}
+}
+
+// testCheckLease: CheckLease passes for the current token of a live
+// lease only.
+func testCheckLease(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	name := "poll:acme:/out"
+	tok, _, _ := s.AcquireLease(ctx, name, "a", time.Minute, now)
+	if err := s.CheckLease(ctx, store.Fence{Name: name, Token: tok}, now); err != nil {
+		t.Errorf("current lease: %v", err)
+	}
+	if err := s.CheckLease(ctx, store.Fence{Name: "poll:other:/out", Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("a lease never taken: %v, want ErrLeaseLost", err)
+	}
+	s.AcquireLease(ctx, name, "a", -time.Minute, now)
+	if err := s.CheckLease(ctx, store.Fence{Name: name, Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("an expired lease: %v, want ErrLeaseLost", err)
+	}
+	tok2, _, _ := s.AcquireLease(ctx, name, "b", time.Minute, now)
+	if err := s.CheckLease(ctx, store.Fence{Name: name, Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("a lease taken over: %v, want ErrLeaseLost", err)
+	}
+	if err := s.CheckLease(ctx, store.Fence{Name: name, Token: tok2}, now); err != nil {
+		t.Errorf("the new holder's lease: %v", err)
+	}
+}
+
+// testStaleFenceCommitsNothing: a replica whose directory lease passed to
+// another cannot commit an ingest; the holder of the current token can.
+func testStaleFenceCommitsNothing(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	name := "poll:test:/in"
+	old, _, _ := s.AcquireLease(ctx, name, "replica-1", time.Minute, now)
+	s.AcquireLease(ctx, name, "replica-1", -time.Minute, now) // replica-1 stalls; its lease lapses
+	cur, ok, _ := s.AcquireLease(ctx, name, "replica-2", time.Minute, now)
+	if !ok || cur == old {
+		t.Fatalf("takeover: %d %v", cur, ok)
+	}
+	ingestFenced := func(path string, data []byte, fence store.Fence) (*ingest.Result, error) {
+		return ingest.File(ctx, ingest.Options{Store: s, Routes: Routes}, store.FileInfo{Source: "test", Path: path,
+			Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path, CorrelationID: store.NewCorrelationID(), Now: t0,
+			Fence: fence}, bytes.NewReader(data))
+	}
+	// Enough sets to be written in several batches before Commit.
+	var big bytes.Buffer
+	x12gen.Remit{Control: 9000, SetsPerGroup: 600, Trace: "FENCE"}.Write(&big)
+	for _, data := range [][]byte{Fixture(t, "835_canonical.x12"), big.Bytes()} {
+		if _, err := ingestFenced("in/a.835", data, store.Fence{Name: name, Token: old}); !errors.Is(err, store.ErrLeaseLost) {
+			t.Fatalf("ingest under a stale token: %v, want ErrLeaseLost", err)
+		}
+	}
+	if c := counts(t, s); sum(c.Inbox)+sum(c.Outbox)+sum(c.Files)+sum(c.Sightings) != 0 {
+		t.Fatalf("a stale replica committed %+v", c)
+	}
+	if _, err := ingestFenced("in/a.835", Fixture(t, "835_canonical.x12"), store.Fence{Name: name, Token: cur}); err != nil {
+		t.Fatalf("ingest under the current token: %v", err)
+	}
+	if c := counts(t, s); c.Inbox["processed"] != 1 || c.Files["ingested"] != 1 {
+		t.Errorf("counts %+v", c)
 	}
 }
 

@@ -1,0 +1,283 @@
+package sourcetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+// RunIntake runs the poller's intake scenarios over src: stalled uploads,
+// min_age, done markers, names reused while their previous file is being
+// ingested, and a crash after a claim. The local source and real OpenSSH
+// pass the same scenarios.
+func RunIntake(t *testing.T, src poller.Source, newDrop func(t *testing.T) Drop) {
+	for _, after := range []string{"leave", "delete"} {
+		t.Run("StalledUploadWaitsForItsIEA/"+after, func(t *testing.T) {
+			d := newDrop(t)
+			full := payment(1)
+			write(t, d, "era.835", string(full[:len(full)/2]))
+			h := newIntake(t, src, d, func(c *poller.Config) { c.After = after })
+			h.polls(3)
+			if c := h.counts(); sum(c.Files)+sum(c.Inbox) != 0 {
+				t.Fatalf("a stalled upload was recorded: %+v", c)
+			}
+			// Still under its name, for the partner to finish.
+			appendTo(t, d, "era.835", full[len(full)/2:])
+			h.polls(2)
+			if c := h.counts(); c.Inbox["processed"] != 1 || c.Inbox["rejected"] != 0 || c.Files["ingested"] != 1 {
+				t.Errorf("after the upload completed: %+v", c)
+			}
+		})
+	}
+	t.Run("StalledUploadRejectedAfterGrace", func(t *testing.T) {
+		d := newDrop(t)
+		full := payment(2)
+		write(t, d, "era.835", string(full[:len(full)/2]))
+		age(t, d, "era.835", 11*time.Minute)
+		h := newIntake(t, src, d, nil)
+		h.polls(2)
+		if c := h.counts(); c.Inbox["rejected"] != 1 || c.Files["ingested"] != 1 {
+			t.Errorf("an upload stalled beyond the grace: %+v, want rejected as it is", c)
+		}
+	})
+	t.Run("MinAge", func(t *testing.T) {
+		d := newDrop(t)
+		write(t, d, "era.835", string(payment(3)))
+		h := newIntake(t, src, d, func(c *poller.Config) { c.MinAge = time.Hour })
+		h.polls(2)
+		if c := h.counts(); sum(c.Files) != 0 {
+			t.Fatalf("took a file younger than min_age: %+v", c)
+		}
+		age(t, d, "era.835", 2*time.Hour)
+		h.polls(2)
+		if c := h.counts(); c.Inbox["processed"] != 1 {
+			t.Errorf("an old enough file: %+v", c)
+		}
+	})
+	t.Run("DoneMarker", func(t *testing.T) {
+		d := newDrop(t)
+		write(t, d, "era.835", string(payment(4)))
+		h := newIntake(t, src, d, func(c *poller.Config) {
+			c.Include, c.DoneMarker, c.After = []string{"*"}, "{name}.done", "delete"
+		})
+		h.polls(3)
+		if c := h.counts(); sum(c.Files) != 0 {
+			t.Fatalf("took a file without its done marker: %+v", c)
+		}
+		write(t, d, "era.835.done", "")
+		h.polls(3)
+		if c := h.counts(); c.Inbox["processed"] != 1 || c.Files["ingested"] != 1 || sum(c.Files) != 1 {
+			t.Errorf("with its marker: %+v (the marker itself is never ingested)", c)
+		}
+		h.empty(t)
+	})
+	// The partner uploads a new file under the name of one being ingested.
+	for _, when := range []string{"AfterClaim", "DuringDownload", "WithoutRename"} {
+		t.Run("ReusedName"+when, func(t *testing.T) {
+			d := newDrop(t)
+			write(t, d, "ERA835.txt", string(payment(10)))
+			// Over SFTP an mtime has whole seconds: without a claim, only
+			// another size tells a new version from the one ingested.
+			next := payment(11)
+			if when == "WithoutRename" {
+				next = payment(111)
+			}
+			var once sync.Once
+			replace := func() { once.Do(func() { replace(t, d, "ERA835.txt", next) }) }
+			hs := &hooked{Source: src}
+			switch when {
+			case "AfterClaim":
+				hs.afterClaim = replace
+			case "DuringDownload":
+				hs.onOpen = replace
+			case "WithoutRename":
+				hs.onOpen, hs.refuseClaims = replace, true
+			}
+			h := newIntake(t, hs, d, func(c *poller.Config) { c.Include, c.After = []string{"*.txt"}, "delete" })
+			h.polls(2)
+			if c := h.counts(); c.Inbox["processed"] != 1 {
+				t.Fatalf("first version: %+v", c)
+			}
+			if b := h.remaining(t); len(b) != 1 || !bytes.Equal(b[0], next) {
+				t.Fatalf("the new version was not left in the drop: %d files", len(b))
+			}
+			h.polls(3)
+			if c := h.counts(); c.Inbox["processed"] != 2 || c.Sightings["duplicate"] != 0 {
+				t.Errorf("the new version was not ingested on a later poll: %+v", c)
+			}
+			h.empty(t)
+		})
+	}
+	t.Run("CrashAfterClaimIsFinished", func(t *testing.T) {
+		d := newDrop(t)
+		// A poller claimed the file and died before its ingest committed.
+		write(t, d, "era.835.ediwatch-0123456789abcdef0123", string(payment(20)))
+		h := newIntake(t, src, d, func(c *poller.Config) { c.After = "delete" })
+		h.polls(2)
+		c := h.counts()
+		states, _ := h.st.FileStates(context.Background(), "acme", []string{path.Join(d.Remote, "era.835")})
+		if c.Inbox["processed"] != 1 || states[path.Join(d.Remote, "era.835")].Status != store.FileIngested {
+			t.Errorf("a claimed file left by a crash: %+v, ledger %+v (recorded under its original name)", c, states)
+		}
+		h.empty(t)
+	})
+}
+
+type intake struct {
+	t  *testing.T
+	p  *poller.Poller
+	st store.Store
+	d  Drop
+}
+
+func newIntake(t *testing.T, src poller.Source, d Drop, mod func(*poller.Config)) *intake {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := poller.Config{Name: "acme", Directories: []string{d.Remote}, PollInterval: time.Second,
+		Include: []string{"*.835"}, RetryBase: time.Nanosecond, RetryMax: time.Nanosecond, SpoolDir: t.TempDir()}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p := poller.New(cfg, src, st, ingest.Options{Routes: storetest.Routes}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	return &intake{t: t, p: p, st: st, d: d}
+}
+
+func (h *intake) polls(n int) {
+	h.t.Helper()
+	for range n {
+		if _, err := h.p.PollOnce(context.Background()); err != nil {
+			h.t.Fatalf("poll: %v", err)
+		}
+	}
+}
+
+func (h *intake) counts() store.Counts {
+	c, err := h.st.Counts(context.Background())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+// remaining returns the content of the regular files left in the drop.
+func (h *intake) remaining(t *testing.T) [][]byte {
+	entries, _ := os.ReadDir(h.d.Local)
+	var out [][]byte
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			b, _ := os.ReadFile(filepath.Join(h.d.Local, e.Name()))
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (h *intake) empty(t *testing.T) {
+	t.Helper()
+	if entries, _ := os.ReadDir(h.d.Local); len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("the drop still holds %v", names)
+	}
+}
+
+// hooked injects the partner's actions into a source's calls.
+type hooked struct {
+	poller.Source
+	onOpen       func() // at the download, before the claim
+	afterClaim   func() // right after the rename to a processing name
+	refuseClaims bool   // the server refuses renames (no claim possible)
+}
+
+func (h *hooked) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	rc, err := h.Source.Open(ctx, p)
+	if err == nil && h.onOpen != nil {
+		h.onOpen()
+	}
+	return rc, err
+}
+
+func (h *hooked) Rename(ctx context.Context, from, to string) error {
+	claim := strings.Contains(path.Base(to), ".ediwatch-")
+	if claim && h.refuseClaims {
+		return errors.New("permission denied")
+	}
+	err := h.Source.Rename(ctx, from, to)
+	if err == nil && claim && h.afterClaim != nil {
+		h.afterClaim()
+	}
+	return err
+}
+
+// payment returns a one-payment 835, unique to i.
+func payment(i int) []byte {
+	var b bytes.Buffer
+	x12gen.Remit{Control: 7000 + i, Trace: fmt.Sprintf("INTAKE%d-", i), EOL: "\n"}.Write(&b)
+	return b.Bytes()
+}
+
+func appendTo(t *testing.T, d Drop, name string, b []byte) {
+	f, err := os.OpenFile(filepath.Join(d.Local, name), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// replace puts a new file under name, as an upload that replaces it does.
+func replace(t *testing.T, d Drop, name string, b []byte) {
+	tmp := filepath.Join(d.Local, "."+name+".part")
+	if err := os.WriteFile(tmp, b, 0o666); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := os.Rename(tmp, filepath.Join(d.Local, name)); err != nil {
+		t.Error(err)
+	}
+}
+
+func age(t *testing.T, d Drop, name string, by time.Duration) {
+	when := time.Now().Add(-by)
+	if err := os.Chtimes(filepath.Join(d.Local, name), when, when); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -104,6 +104,11 @@ func Run(t *testing.T, newStore NewStore) {
 		"ControlNumbers":                   testControlNumbers,
 		"Prune":                            testPrune,
 		"MigrateTwiceConcurrently":         testMigrateAgain,
+		"CompleteMany":                     testCompleteMany,
+		"ExtendLeasesFenced":               testExtendLeasesFenced,
+		"OrderIsPerSink":                   testOrderIsPerSink,
+		"ClaimOnlyListedSinks":             testClaimOnlyListedSinks,
+		"ReplayFreshAgeKeepsHistory":       testReplayFreshAgeKeepsHistory,
 	}
 	names := make([]string, 0, len(tests))
 	for n := range tests {

@@ -25,3 +25,9 @@ BEGIN
 END;
 $$;
 CREATE TRIGGER outbox_order BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION ediwatch_outbox_order();
+
+-- Failures recorded before kept up to 256 bytes of the response body in
+-- last_error ("HTTP 400: <body>"); move those bodies apart.
+UPDATE outbox SET last_response = substring(last_error from 'HTTP [0-9]{3}: (.*)$'),
+       last_error = regexp_replace(last_error, '(HTTP [0-9]{3}): .*$', '\1')
+ WHERE last_error ~ 'HTTP [0-9]{3}: ';

@@ -16,7 +16,7 @@ func TestRedactURL(t *testing.T) {
 		"https://bob:pw@erp.example.test/in":                   "https://[redacted]@erp.example.test/in",
 		"https://erp.example.test/in?token=abc&page=2":         "https://erp.example.test/in?page=2&token=[redacted]",
 		"https://h/in?api_key=a&X-Signature=b&client_secret=c": "https://h/in?X-Signature=[redacted]&api_key=[redacted]&client_secret=[redacted]",
-		"::not a url":                                          "[redacted url]",
+		"::not a url": "[redacted url]",
 	} {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)

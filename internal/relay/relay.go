@@ -137,8 +137,8 @@ func (r *Relay) Wake() {
 
 // Run runs the workers and the lease reaper until ctx is cancelled. A
 // worker then stops claiming; a delivery in flight finishes (bounded by
-// its sink's timeout) and is recorded; rows claimed but not started keep
-// their lease until it expires and another relay takes them. Run returns
+// its sink's timeout) and is recorded; rows claimed but not started are
+// given back at once, due now, without an attempt counted. Run returns
 // nil after a clean stop.
 func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup

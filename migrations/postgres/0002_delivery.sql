@@ -15,7 +15,9 @@ CREATE INDEX outbox_open_by_order ON outbox (sink, ordering_key, id) WHERE statu
 -- rest of its transaction (a second inserter of that key waits for the
 -- first to commit or roll back) and only then takes its id: ids of one
 -- key are handed out in commit order, and the relay's "no earlier open
--- row of this key" rule holds for rows not yet committed too.
+-- row of this key" rule holds for rows not yet committed too. The column
+-- default goes, or every insert would take two ids.
+ALTER TABLE outbox ALTER COLUMN id DROP DEFAULT;
 CREATE FUNCTION ediwatch_outbox_order() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN

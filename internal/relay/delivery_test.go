@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -260,4 +262,39 @@ func TestNoPatientDataInLogs(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRowWithLostLeaseIsNotDelivered: while the first row of a batch is in
+// flight, another relay takes the batch's rows (their leases were reaped);
+// the lease ticker learns it, and the rest of the batch is not delivered
+// by the first relay.
+func TestRowWithLostLeaseIsNotDelivered(t *testing.T) {
+	var h *harness
+	var stolen atomic.Int32
+	rc := newReceiver(t, func(n int) (int, http.Header) {
+		if n > 1 {
+			return 200, nil
+		}
+		ctx := context.Background()
+		later := h.clock.Add(2 * time.Hour)
+		h.st.ReapExpired(ctx, later)
+		rows, _ := h.st.Claim(ctx, later, nil, 10, time.Hour)
+		stolen.Store(int32(len(rows)))
+		// Answer once the first relay has learnt of the loss (a hang guard).
+		for end := time.Now().Add(30 * time.Second); testutil.ToFloat64(h.m.LeaseLost) == 0 && time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return 200, nil
+	})
+	h = newHarness(t, rc, relay.Config{Lease: 300 * time.Millisecond})
+	if n, err := h.r.RunOnce(context.Background()); err != nil || n != 2 {
+		t.Fatalf("handled %d rows: %v", n, err)
+	}
+	if stolen.Load() != 2 || len(h.ok.got()) != 0 {
+		t.Errorf("%d rows taken by the other relay; %d acks delivered by the first after its lease was lost",
+			stolen.Load(), len(h.ok.got()))
+	}
+	if got := testutil.ToFloat64(h.m.LeaseLost); got < 1 {
+		t.Errorf("lease lost counted %v times", got)
+	}
 }

@@ -11,17 +11,28 @@ CREATE INDEX outbox_open_by_order ON outbox (sink, ordering_key, id) WHERE statu
 
 -- A bigserial id is taken before commit, so a long transaction can commit
 -- a lower id after a higher id of the same ordering key was delivered.
--- Every insert therefore first locks its sink and ordering key for the
--- rest of its transaction (a second inserter of that key waits for the
--- first to commit or roll back) and only then takes its id: ids of one
--- key are handed out in commit order, and the relay's "no earlier open
--- row of this key" rule holds for rows not yet committed too. The column
--- default goes, or every insert would take two ids.
+-- Every insert therefore first locks its sink and ordering key's row in
+-- outbox_order for the rest of its transaction (a second inserter of that
+-- key waits for the first to commit or roll back) and only then takes its
+-- id: ids of one key are handed out in commit order, and the relay's "no
+-- earlier open row of this key" rule holds for rows not yet committed
+-- too. A row lock lives in the row, not in the shared lock table, so a
+-- file with many thousands of keys is fine. Ids stay one global sequence,
+-- so pruning outbox_order rows never reorders anything. The column default
+-- goes, or every insert would take two ids.
+CREATE TABLE outbox_order (
+    sink         text NOT NULL,
+    ordering_key text NOT NULL,
+    touched_at   timestamptz NOT NULL,
+    PRIMARY KEY (sink, ordering_key)
+);
+CREATE INDEX outbox_order_touched_at ON outbox_order (touched_at);
 ALTER TABLE outbox ALTER COLUMN id DROP DEFAULT;
 CREATE FUNCTION ediwatch_outbox_order() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(NEW.sink || chr(31) || NEW.ordering_key, 7143201956));
+    INSERT INTO outbox_order (sink, ordering_key, touched_at) VALUES (NEW.sink, NEW.ordering_key, NEW.created_at)
+    ON CONFLICT (sink, ordering_key) DO UPDATE SET touched_at = excluded.touched_at;
     NEW.id := nextval(pg_get_serial_sequence('outbox', 'id'));
     RETURN NEW;
 END;

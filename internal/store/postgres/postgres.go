@@ -801,6 +801,18 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 			}
 		}
 	}
+	// Ordering locks of keys not inserted since (housekeeping, not
+	// counted; outbox ids are one global sequence, so this is safe).
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM outbox_order WHERE (sink, ordering_key) IN (
+			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`, before, batch)
+		if err != nil {
+			return total, fmt.Errorf("prune: %w", err)
+		}
+		if int(tag.RowsAffected()) < batch {
+			break
+		}
+	}
 	return total, nil
 }
 

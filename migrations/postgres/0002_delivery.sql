@@ -7,7 +7,7 @@ ALTER TABLE outbox ADD COLUMN last_response text NOT NULL DEFAULT '';
 
 -- Ordering is per sink and ordering key.
 DROP INDEX outbox_open_by_order;
-CREATE INDEX outbox_open_by_order ON outbox (sink, ordering_key, id) WHERE status IN ('pending', 'inflight');
+CREATE INDEX outbox_open_by_order ON outbox (ordering_key, sink, id) WHERE status IN ('pending', 'inflight');
 
 -- A bigserial id is taken before commit, so a long transaction can commit
 -- a lower id after a higher id of the same ordering key was delivered.

@@ -7,7 +7,7 @@ ALTER TABLE outbox ADD COLUMN error_history TEXT NOT NULL DEFAULT '';
 ALTER TABLE outbox ADD COLUMN last_response TEXT NOT NULL DEFAULT '';
 
 DROP INDEX outbox_open_by_order;
-CREATE INDEX outbox_open_by_order ON outbox (sink, ordering_key, id) WHERE status IN ('pending', 'inflight');
+CREATE INDEX outbox_open_by_order ON outbox (ordering_key, sink, id) WHERE status IN ('pending', 'inflight');
 
 -- Failures recorded before kept up to 256 bytes of the response body in
 -- last_error ("HTTP 400: <body>"); move those bodies apart.

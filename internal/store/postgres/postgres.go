@@ -428,23 +428,28 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) error {
 
 // Claim implements store.Outbox.
 func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error) {
-	var sinkFilter any
+	// The sink filter is written so that no index can serve it: the
+	// planner must walk outbox_due in due order, never fetch every open row
+	// of the sinks and sort them (as it would with "sink = ANY(...)" and
+	// stale statistics, e.g. after a burst of inserts).
+	sinkFilter := ""
+	args := []any{now, limit, store.NewToken(), now.Add(lease)}
 	if len(sinks) > 0 {
-		sinkFilter = sinks
+		sinkFilter = "AND array_position($5::text[], o.sink) IS NOT NULL"
+		args = append(args, sinks)
 	}
 	rows, err := s.pool.Query(ctx, `WITH due AS (
 		SELECT o.id FROM outbox o
-		WHERE o.status = 'pending' AND o.next_attempt_at <= $1
-		  AND ($2::text[] IS NULL OR o.sink = ANY($2::text[]))
+		WHERE o.status = 'pending' AND o.next_attempt_at <= $1 `+sinkFilter+`
 		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
 		                  AND p.id < o.id AND p.status IN ('pending', 'inflight'))
 		ORDER BY o.next_attempt_at, o.id
-		LIMIT $3
+		LIMIT $2
 		FOR UPDATE SKIP LOCKED)
-	UPDATE outbox SET status = 'inflight', lease_token = $4, lease_expires_at = $5,
+	UPDATE outbox SET status = 'inflight', lease_token = $3, lease_expires_at = $4,
 		attempts = outbox.attempts + 1, updated_at = $1
 	FROM due WHERE outbox.id = due.id
-	RETURNING outbox.`+outboxCols, now, sinkFilter, limit, store.NewToken(), now.Add(lease))
+	RETURNING outbox.`+outboxCols, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}

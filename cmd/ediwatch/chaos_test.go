@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -32,6 +33,7 @@ import (
 type chaosReceiver struct {
 	mu       sync.Mutex
 	effects  map[string]bool
+	oks      map[string]int // 2xx answers per key
 	requests map[string]int
 	down     atomic.Bool
 	faults   map[int]int
@@ -42,6 +44,7 @@ func (c *chaosReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	c.mu.Lock()
 	c.requests[key]++
+	first := c.requests[key] == 1
 	c.mu.Unlock()
 	// Every request must carry a valid Standard Webhooks signature.
 	{
@@ -62,6 +65,15 @@ func (c *chaosReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.Contains(key, "POISON"):
 		http.Error(w, "no such account", http.StatusBadRequest)
 		return
+	case first && fnv32(key)%4 == 0:
+		// "Still processing that Idempotency-Key": not delivered.
+		w.WriteHeader(http.StatusConflict)
+		c.count(http.StatusConflict)
+		return
+	case n >= 15 && n < 20:
+		// Slower than the relay lease (3 s); within the sink timeout (5 s).
+		time.Sleep(3500 * time.Millisecond)
+		c.count(slowFault)
 	case n < 10:
 		w.WriteHeader(http.StatusInternalServerError)
 		c.count(500)
@@ -74,8 +86,18 @@ func (c *chaosReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	c.effects[key] = true
+	c.oks[key]++
 	c.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
+}
+
+// slowFault counts the answers slower than the relay lease.
+const slowFault = 1
+
+func fnv32(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
 }
 
 func (c *chaosReceiver) count(status int) {
@@ -88,13 +110,15 @@ func (c *chaosReceiver) count(status int) {
 // with restarts and for as long as asked): three replicas on one PostgreSQL poll two directories of
 // an OpenSSH drop holding every kind of repetition and some malformed and
 // poison files, while a random replica is SIGKILLed and restarted every
-// 1.5 s, the receiver fails a share of requests and goes down for a window,
-// and a file grows across polls. Verdict: every unique payment and group
+// 1.5 s, the receiver fails a share of requests, answers 409 to the first
+// attempt at a quarter of the keys, answers a share of requests slower
+// than the relay lease, and goes down for a window, and a file grows
+// across polls. Verdict: every unique payment and group
 // acknowledged once by Idempotency-Key, the malformed rejected, exactly the
 // poison cases dead, nothing lost.
 func TestChaos(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
-	rec := &chaosReceiver{effects: map[string]bool{}, requests: map[string]int{}, faults: map[int]int{}}
+	rec := &chaosReceiver{effects: map[string]bool{}, oks: map[string]int{}, requests: map[string]int{}, faults: map[int]int{}}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
 	root, err := os.MkdirTemp(sshd.Drop, "chaos-")
@@ -295,8 +319,8 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
 			claims++
 		}
 	}
-	for k, n := range rec.requests {
-		if n > 1 && rec.effects[k] {
+	for _, n := range rec.oks {
+		if n > 1 {
 			redelivered++
 		}
 	}
@@ -320,6 +344,8 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
   files in the drop                 %d, ingested %d
   replica SIGKILLs                  %d
   receiver faults                   %d x 500, %d x 429, one 3 s outage
+  409 to first attempts             %d (retried, never taken as delivered)
+  answers slower than the lease     %d (3.5 s, relay.lease 3 s)
   unique payments delivered         %d (%d per wave)
   stalled and reused-name payments  %d (%d per wave, in the unique payments)
   claims delivered                  %d (20 per wave)
@@ -327,19 +353,21 @@ relay: {lease: 3s, workers: 4, backoff: {base: 200ms, max: 2s}}
   sets processed / rejected         %d / %d
   duplicates / business dups        %d / %d, conflicts %d
   dead (all poison)                 %d (3 per wave)
-  keys delivered more than once     %d (at-least-once; one effect each)
+  keys answered 2xx more than once  %d (at-least-once after SIGKILLs; one effect each)
   requests with a bad signature     %d
   reconcile: payments parsed / enqueued / delivered  %d / %d / %d, missing effects %d`,
 		waves, time.Since(start).Round(time.Second), restarted.Load(),
-		files, ingested, kills, rec.faults[500], rec.faults[429], payments, 151+intakePaymentsPerWave, intakePayments,
-		intakePaymentsPerWave, claims, acks, 194+intakePaymentsPerWave, processed, rejectedSets,
+		files, ingested, kills, rec.faults[500], rec.faults[429], rec.faults[409], rec.faults[slowFault],
+		payments, 151+intakePaymentsPerWave, intakePayments, intakePaymentsPerWave, claims, acks,
+		194+intakePaymentsPerWave, processed, rejectedSets,
 		dups, bizdups, conflicts, poisonDead, redelivered, rec.faults[401], parsedP, enqueuedP, deliveredP, missing)
 	t.Log("\n" + table)
 	const ip = intakePaymentsPerWave
 	if ingested != files || payments != (151+ip)*waves || claims != 20*waves || acks != (194+ip)*waves ||
 		rejectedSets != 10*waves || poisonDead != 3*waves || conflicts != 0 || dups != 80*waves || bizdups != 20*waves ||
 		rec.faults[401] != 0 || intakePayments != ip*waves ||
-		parsedP != (154+ip)*waves || enqueuedP != (154+ip)*waves || deliveredP != (151+ip)*waves || missing != 0 {
+		parsedP != (154+ip)*waves || enqueuedP != (154+ip)*waves || deliveredP != (151+ip)*waves || missing != 0 ||
+		rec.faults[409] == 0 || rec.faults[slowFault] == 0 {
 		t.Errorf("verdict violated:\n%s", table)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -20,8 +21,13 @@ func newDLQCmd(stdout io.Writer) *cobra.Command {
 		Short: "List, show, replay or discard dead-lettered deliveries",
 		Long: `dlq works on the dead-letter queue of the configured store.
 
-  dlq list [--sink S] [--json]       dead rows, newest last
-  dlq show ID [--show-phi]           one row; its payload only with --show-phi
+  dlq list [--sink S] [--json] [--show-phi]
+                                     dead rows, newest last
+  dlq show ID [--show-phi]           one row
+
+Claim effect keys name a patient control number and receivers echo payloads
+in their responses: keys are shown as digests, and responses and payloads
+not at all, unless --show-phi is given.
   dlq replay ID... | --sink S | --all  deliver again, with the same Idempotency-Key
   dlq discard ID...                  resolve without delivering (the row is kept,
                                      so its effect key still stops a re-sent document)`,
@@ -52,20 +58,33 @@ func newDLQCmd(stdout io.Writer) *cobra.Command {
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				for _, r := range rows {
-					enc.Encode(rowSummary(r))
+					enc.Encode(rowSummary(r, showPHI))
 				}
 				return nil
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSINK\tKIND\tATTEMPTS\tSTATUS\tUPDATED\tEFFECT KEY\tLAST ERROR")
+			head := "ID\tSINK\tKIND\tATTEMPTS\tSTATUS\tUPDATED\tEFFECT KEY\tLAST ERROR"
+			if showPHI {
+				head += "\tRESPONSE"
+			}
+			fmt.Fprintln(tw, head)
 			for _, r := range rows {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ID, r.Sink, r.Kind, r.Attempts, r.LastStatus,
-					r.UpdatedAt.Format(time.RFC3339), r.EffectKey, r.LastError)
+				key := sink.LogKey(r.Kind, r.EffectKey)
+				if showPHI {
+					key = r.EffectKey
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s", r.ID, r.Sink, r.Kind, r.Attempts, r.LastStatus,
+					r.UpdatedAt.Format(time.RFC3339), key, r.LastError)
+				if showPHI {
+					fmt.Fprintf(tw, "\t%s", r.LastResponse)
+				}
+				fmt.Fprintln(tw)
 			}
 			return tw.Flush()
 		})}
 	list.Flags().StringVar(&sinkName, "sink", "", "only this sink")
 	list.Flags().BoolVar(&asJSON, "json", false, "one JSON object per row")
+	list.Flags().BoolVar(&showPHI, "show-phi", false, "show effect keys in clear and the receivers' responses (patient data)")
 	show := &cobra.Command{Use: "show ID", Short: "Show one row", Args: cobra.ExactArgs(1),
 		RunE: withStore(func(cmd *cobra.Command, s store.Store, args []string) error {
 			ids, err := parseIDs(args)
@@ -76,7 +95,7 @@ func newDLQCmd(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := rowSummary(r)
+			out := rowSummary(r, showPHI)
 			if showPHI {
 				out["payload"] = r.Payload
 			}
@@ -84,7 +103,7 @@ func newDLQCmd(stdout io.Writer) *cobra.Command {
 			enc.SetIndent("", "  ")
 			return enc.Encode(out)
 		})}
-	show.Flags().BoolVar(&showPHI, "show-phi", false, "include the payload (patient data)")
+	show.Flags().BoolVar(&showPHI, "show-phi", false, "include the effect key in clear, the payload and the receiver's response (patient data)")
 	replay := &cobra.Command{Use: "replay (ID... | --sink S | --all)", Short: "Deliver dead rows again",
 		RunE: withStore(func(cmd *cobra.Command, s store.Store, args []string) error {
 			ids, err := parseIDs(args)
@@ -133,8 +152,16 @@ func parseIDs(args []string) ([]int64, error) {
 	return ids, nil
 }
 
-func rowSummary(r store.OutboxRow) map[string]any {
-	return map[string]any{"id": r.ID, "sink": r.Sink, "kind": r.Kind, "effect_key": r.EffectKey, "status": r.Status,
-		"attempts": r.Attempts, "last_status": r.LastStatus, "last_error": r.LastError, "correlation_id": r.CorrelationID,
-		"created_at": r.CreatedAt, "updated_at": r.UpdatedAt}
+// rowSummary describes a row; patient data (a claim's effect key in clear,
+// the receiver's response) only when showPHI.
+func rowSummary(r store.OutboxRow, showPHI bool) map[string]any {
+	out := map[string]any{"id": r.ID, "sink": r.Sink, "kind": r.Kind, "effect_key": sink.LogKey(r.Kind, r.EffectKey),
+		"status": r.Status, "attempts": r.Attempts, "last_status": r.LastStatus, "last_error": r.LastError,
+		"error_history": r.ErrorHistory, "correlation_id": r.CorrelationID, "created_at": r.CreatedAt,
+		"age_from": r.AgeFrom, "updated_at": r.UpdatedAt}
+	if showPHI {
+		out["effect_key"] = r.EffectKey
+		out["last_response"] = r.LastResponse
+	}
+	return out
 }

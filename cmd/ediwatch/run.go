@@ -150,7 +150,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/readyz", readyz)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(mux)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -282,4 +282,11 @@ func maintain(ctx context.Context, st store.Store, cfg config.Config, log *zap.L
 			log.Info("retention pruned rows", zap.Int("rows", n))
 		}
 	}
+}
+
+// newHTTPServer returns the metrics and health server: every phase of a
+// request is bounded, so slow or idle clients cannot hold connections.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 }

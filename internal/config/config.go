@@ -20,6 +20,7 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 
+	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -158,6 +159,9 @@ type Sink struct {
 	Raw bool `mapstructure:"raw"`
 	// HeaderFiles maps a header name to a file holding its value.
 	HeaderFiles map[string]string `mapstructure:"header_files"`
+	// AllowInsecure permits an http:// URL on a host other than loopback
+	// (payloads and signatures then cross the network in clear).
+	AllowInsecure bool `mapstructure:"allow_insecure"`
 }
 
 // Relay tunes delivery.
@@ -345,6 +349,15 @@ func cleanDecodeError(err error) error {
 	return errors.New(Redact(strings.ReplaceAll(err.Error(), "\n", "; ")))
 }
 
+// loopback reports whether host is this machine.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // EffectKinds are the effect kinds a route may name.
 var EffectKinds = []string{"payment.posted", "claim.received", "ack.999", "ack.ta1"}
 
@@ -444,9 +457,12 @@ func (c *Config) Validate() error {
 		p := "sinks." + name
 		u, err := url.Parse(s.URL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			bad(p+".url", "must be an http or https URL", quote(Redact(s.URL)))
+			bad(p+".url", "must be an http or https URL", quote(sink.RedactURL(s.URL)))
 		} else if u.User != nil {
-			bad(p+".url", "must not hold credentials; use header_files", quote(Redact(s.URL)))
+			bad(p+".url", "must not hold credentials; use header_files", quote(sink.RedactURL(s.URL)))
+		} else if u.Scheme == "http" && !loopback(u.Hostname()) && !s.AllowInsecure {
+			bad(p+".url", "must be https for a host other than loopback (or set "+p+".allow_insecure: true)",
+				quote(sink.RedactURL(s.URL)))
 		}
 		if s.Timeout <= 0 {
 			bad(p+".timeout", "must be positive", s.Timeout.D())

@@ -194,3 +194,23 @@ sources:
 		t.Errorf("from the environment: %d %s", c.StoreMaxConns(), c.Store.IngestTimeout)
 	}
 }
+
+// TestPlainHTTPSinks: http:// is accepted for loopback receivers, and for
+// any other host only with allow_insecure.
+func TestPlainHTTPSinks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  local: {url: "http://127.0.0.1:8080/in"}
+  local6: {url: "http://[::1]:8080/in"}
+  named: {url: "http://localhost:8080/in"}
+  lan: {url: "http://erp.internal/in", allow_insecure: true}
+routes: {payment.posted: local, claim.received: local6, ack.999: named, ack.ta1: lan}
+`), 0o600)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Sinks["lan"].AllowInsecure || c.Sinks["local"].AllowInsecure {
+		t.Errorf("allow_insecure %+v", c.Sinks)
+	}
+}

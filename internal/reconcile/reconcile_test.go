@@ -53,7 +53,7 @@ func TestReconcile(t *testing.T) {
 	}
 	// A dead row and a lost outbox row are divergences.
 	rows, _ := st.Claim(ctx, now, []string{"ledger"}, 1, time.Minute)
-	st.Dead(ctx, rows[0].ID, rows[0].LeaseToken, now, 400, "x")
+	st.Dead(ctx, rows[0].ID, rows[0].LeaseToken, now, store.Failure{HTTPStatus: 400, Error: "x"})
 	st.DB().Exec("DELETE FROM outbox WHERE effect_key = 'payment:1512345678:EFT0002'")
 	rep, _ = Run(ctx, st, since, time.Hour, now)
 	if !rep.Divergent || rep.Dead != 1 || len(rep.Payers[0].MissingEffects) != 1 {

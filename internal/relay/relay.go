@@ -25,9 +25,10 @@ import (
 // Outbox is what the relay needs of the store.
 type Outbox interface {
 	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error)
+	ExtendLeases(ctx context.Context, held []store.Held, now time.Time, lease time.Duration) ([]int64, error)
 	CompleteMany(ctx context.Context, done []store.Completion, now time.Time) ([]int64, error)
-	Retry(ctx context.Context, id int64, token string, now, at time.Time, httpStatus int, lastError string) error
-	Dead(ctx context.Context, id int64, token string, now time.Time, httpStatus int, lastError string) error
+	Retry(ctx context.Context, id int64, token string, now, at time.Time, f store.Failure) error
+	Dead(ctx context.Context, id int64, token string, now time.Time, f store.Failure) error
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
 }
@@ -57,14 +58,17 @@ type Config struct {
 
 // Relay delivers the outbox. Run it with Run.
 type Relay struct {
-	cfg      Config
-	ob       Outbox
-	sinks    map[string]Deliverer
-	breakers map[string]*gobreaker.CircuitBreaker[sink.Result]
-	log      *zap.Logger
-	m        *metrics.Metrics
-	now      func() time.Time
-	wake     chan struct{}
+	cfg   Config
+	ob    Outbox
+	sinks map[string]Deliverer
+	// sinkNames are the sinks Claim is limited to: a row for a sink this
+	// replica lacks (a rolling config change) waits for a replica that has it.
+	sinkNames []string
+	breakers  map[string]*gobreaker.CircuitBreaker[sink.Result]
+	log       *zap.Logger
+	m         *metrics.Metrics
+	now       func() time.Time
+	wake      chan struct{}
 }
 
 var errRetryable = errors.New("retryable delivery failure")
@@ -104,6 +108,7 @@ func New(cfg Config, ob Outbox, sinks map[string]Deliverer, log *zap.Logger, m *
 	r := &Relay{cfg: cfg, ob: ob, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
 		log: log, m: m, now: func() time.Time { return time.Now().UTC() }, wake: make(chan struct{}, 1)}
 	for name := range sinks {
+		r.sinkNames = append(r.sinkNames, name)
 		r.breakers[name] = gobreaker.NewCircuitBreaker[sink.Result](gobreaker.Settings{
 			Name: name, MaxRequests: 1, Timeout: cfg.BreakerTimeout,
 			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= cfg.BreakerFailures },
@@ -132,8 +137,8 @@ func (r *Relay) Wake() {
 
 // Run runs the workers and the lease reaper until ctx is cancelled. A
 // worker then stops claiming; a delivery in flight finishes (bounded by
-// its sink's timeout) and is recorded; rows claimed but not started keep
-// their lease until it expires and another relay takes them. Run returns
+// its sink's timeout) and is recorded; rows claimed but not started are
+// given back at once, due now, without an attempt counted. Run returns
 // nil after a clean stop.
 func (r *Relay) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
@@ -183,38 +188,132 @@ func (r *Relay) work(ctx context.Context) {
 	}
 }
 
-// RunOnce claims one batch of due rows and delivers it; it returns how
-// many rows it handled.
+// RunOnce claims one batch of due rows of the relay's sinks and delivers
+// it; it returns how many rows it handled.
+//
+// While the batch is in flight a ticker at a third of the lease records
+// the deliveries made so far and extends the lease of every row still
+// held, so no lease lapses under a slow receiver. A row whose lease was
+// lost (or may have lapsed: the last extension failed) is not delivered;
+// nor is a row whose sink and ordering key had an earlier row in the batch
+// that was not delivered.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	rows, err := r.ob.Claim(ctx, r.now(), nil, r.cfg.Batch, r.cfg.Lease)
+	if len(r.sinkNames) == 0 {
+		return 0, nil // an empty filter would claim every sink's rows
+	}
+	claimed := r.now()
+	rows, err := r.ob.Claim(ctx, claimed, r.sinkNames, r.cfg.Batch, r.cfg.Lease)
 	if err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
+	}
+	if len(rows) == 0 {
+		return 0, nil
 	}
 	// Claimed rows are delivered and recorded even if ctx is cancelled
 	// now: stopping takes no new work, it does not abandon work in hand.
 	work := context.WithoutCancel(ctx)
-	// Deliveries of a batch are recorded together: one statement and one
-	// commit for the batch instead of one per row. A crash before it means
-	// those rows are delivered again, with the same Idempotency-Key.
-	var done []store.Completion
+	b := newBatch(rows, claimed.Add(r.cfg.Lease))
+	stop := make(chan struct{})
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(max(r.cfg.Lease/3, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				r.flush(work, b)
+				r.extend(work, b)
+			}
+		}
+	}()
 	handled := len(rows)
 	for i, row := range rows {
 		if ctx.Err() != nil {
-			// Leave the rest to lease expiry: nothing lost, nothing stuck.
+			// Stopping: give the rest back at once, nothing lost, nothing stuck.
 			handled = i
+			for _, rest := range rows[i:] {
+				r.release(work, b, rest, "stopping")
+			}
 			break
 		}
-		if c, ok := r.deliver(work, row); ok {
-			done = append(done, c)
+		if why := b.skip(row, r.now()); why != "" {
+			r.release(work, b, row, why)
+			continue
+		}
+		delivered := r.deliver(work, row, b)
+		if !delivered {
+			b.block(row)
 		}
 	}
-	r.complete(work, done)
+	close(stop)
+	<-renewed
+	r.flush(work, b)
 	return handled, nil
 }
 
-// complete records delivered rows; a row whose lease was lost is counted,
-// and its new holder delivers it again.
-func (r *Relay) complete(ctx context.Context, done []store.Completion) {
+// batch is the state of one claimed batch, shared by the delivering
+// goroutine and the lease ticker.
+type batch struct {
+	mu      sync.Mutex
+	held    map[int64]string // id -> lease token of rows not finished
+	lost    map[int64]bool
+	blocked map[string]bool // sink + ordering key with an undelivered row
+	done    []store.Completion
+	expires time.Time // the earliest the leases may lapse
+}
+
+func newBatch(rows []store.OutboxRow, expires time.Time) *batch {
+	b := &batch{held: map[int64]string{}, lost: map[int64]bool{}, blocked: map[string]bool{}, expires: expires}
+	for _, row := range rows {
+		b.held[row.ID] = row.LeaseToken
+	}
+	return b
+}
+
+func orderKey(row store.OutboxRow) string { return row.Sink + "\x1f" + row.OrderingKey }
+
+// skip says why row must not be delivered now, or "".
+func (b *batch) skip(row store.OutboxRow, now time.Time) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.lost[row.ID]:
+		return "lease lost"
+	case !now.Before(b.expires):
+		return "lease may have lapsed"
+	case b.blocked[orderKey(row)]:
+		return "an earlier row of its ordering key was not delivered"
+	}
+	return ""
+}
+
+func (b *batch) block(row store.OutboxRow) {
+	b.mu.Lock()
+	b.blocked[orderKey(row)] = true
+	b.mu.Unlock()
+}
+
+// finish drops row from the rows whose lease the ticker extends; a
+// delivered row waits in done to be recorded.
+func (b *batch) finish(row store.OutboxRow, c *store.Completion) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.held, row.ID)
+	if c != nil {
+		b.done = append(b.done, *c)
+	}
+}
+
+// flush records the deliveries made so far; a row whose lease was lost is
+// counted, and its new holder delivers it again.
+func (r *Relay) flush(ctx context.Context, b *batch) {
+	b.mu.Lock()
+	done := b.done
+	b.done = nil
+	b.mu.Unlock()
 	if len(done) == 0 {
 		return
 	}
@@ -230,20 +329,86 @@ func (r *Relay) complete(ctx context.Context, done []store.Completion) {
 	}
 }
 
+// extend moves the lease of every row the batch still holds.
+func (r *Relay) extend(ctx context.Context, b *batch) {
+	b.mu.Lock()
+	held := make([]store.Held, 0, len(b.held))
+	for id, token := range b.held {
+		held = append(held, store.Held{ID: id, Token: token})
+	}
+	b.mu.Unlock()
+	if len(held) == 0 {
+		return
+	}
+	now := r.now()
+	lost, err := r.ob.ExtendLeases(ctx, held, now, r.cfg.Lease)
+	if err != nil {
+		r.log.Warn("extending leases failed", zap.Error(err), zap.Int("rows", len(held)))
+		return
+	}
+	b.mu.Lock()
+	b.expires = now.Add(r.cfg.Lease)
+	var really []int64
+	for _, id := range lost {
+		// A row finished meanwhile was not lost: its transition took.
+		if _, ok := b.held[id]; ok {
+			b.lost[id] = true
+			really = append(really, id)
+		}
+	}
+	b.mu.Unlock()
+	for _, id := range really {
+		r.m.LeaseLost.Inc()
+		r.log.Warn("lease lost while the batch was in flight: another relay owns the row", zap.Int64("outbox_id", id))
+	}
+}
+
+// release gives a claimed row back without an attempt counted: due now,
+// for the next claimer (this relay or another) to take in order.
+func (r *Relay) release(ctx context.Context, b *batch, row store.OutboxRow, why string) {
+	b.finish(row, nil)
+	b.block(row)
+	b.mu.Lock()
+	lost := b.lost[row.ID]
+	b.mu.Unlock()
+	if lost {
+		return
+	}
+	log := r.rowLog(row)
+	if r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, r.now(), r.now()), log) {
+		log.Info("row given back undelivered", zap.String("reason", why))
+	}
+}
+
+// rowLog returns a logger naming row without patient data: the outbox id,
+// kind and sink, and the effect key only where it names no patient.
+func (r *Relay) rowLog(row store.OutboxRow) *zap.Logger {
+	return r.log.With(zap.Int64("outbox_id", row.ID), zap.String("kind", row.Kind),
+		zap.String("effect", sink.LogKey(row.Kind, row.EffectKey)), zap.String("sink", row.Sink),
+		zap.String("correlation_id", row.CorrelationID), zap.Int("attempt", row.Attempts))
+}
+
 // deliver makes one attempt at row and records a failure at once; a
-// success is returned to be recorded with its batch.
-func (r *Relay) deliver(ctx context.Context, row store.OutboxRow) (store.Completion, bool) {
-	log := r.log.With(zap.Int64("outbox_id", row.ID), zap.String("effect_key", row.EffectKey),
-		zap.String("sink", row.Sink), zap.String("correlation_id", row.CorrelationID), zap.Int("attempt", row.Attempts))
+// success is left in the batch to be recorded by the next flush. It
+// reports whether row was delivered.
+func (r *Relay) deliver(ctx context.Context, row store.OutboxRow, b *batch) bool {
+	log := r.rowLog(row)
 	now := r.now()
 	s, ok := r.sinks[row.Sink]
 	if !ok {
-		r.dead(ctx, row, 0, "no sink named "+row.Sink, log)
-		return store.Completion{}, false
+		// Claim takes only rows of this relay's sinks; this is a guard.
+		r.release(ctx, b, row, "no sink named "+row.Sink)
+		return false
 	}
-	if now.Sub(row.CreatedAt) > r.cfg.MaxAge {
-		r.dead(ctx, row, row.LastStatus, "max_age exceeded; last error: "+row.LastError, log)
-		return store.Completion{}, false
+	ageFrom := row.AgeFrom
+	if ageFrom.IsZero() {
+		ageFrom = row.CreatedAt
+	}
+	if now.Sub(ageFrom) > r.cfg.MaxAge {
+		b.finish(row, nil)
+		r.dead(ctx, row, store.Failure{HTTPStatus: row.LastStatus, Error: "max_age exceeded; last error: " + row.LastError,
+			Response: row.LastResponse}, log)
+		return false
 	}
 	start := time.Now()
 	res, err := r.breakers[row.Sink].Execute(func() (sink.Result, error) {
@@ -253,44 +418,53 @@ func (r *Relay) deliver(ctx context.Context, row store.OutboxRow) (store.Complet
 		}
 		return res, nil
 	})
+	// The row leaves the ticker's care before its transition is recorded,
+	// so a transition is never mistaken for a lost lease.
+	if res.Outcome != sink.Delivered || err != nil {
+		b.finish(row, nil)
+	}
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		// The sink is down: wait without burning an attempt.
 		at := now.Add(jitter(r.cfg.BreakerTimeout))
 		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
 		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
-		return store.Completion{}, false
+		return false
 	}
 	r.m.DeliveryLatency.WithLabelValues(row.Sink).Observe(time.Since(start).Seconds())
+	fail := store.Failure{HTTPStatus: res.Status, Error: res.Err, Response: res.Response}
 	switch res.Outcome {
 	case sink.Delivered:
 		r.m.Deliveries.WithLabelValues(row.Sink, "delivered").Inc()
 		log.Info("delivered", zap.Int("status", res.Status))
-		return store.Completion{ID: row.ID, Token: row.LeaseToken, HTTPStatus: res.Status}, true
+		b.finish(row, &store.Completion{ID: row.ID, Token: row.LeaseToken, HTTPStatus: res.Status})
+		return true
 	case sink.Dead:
-		r.dead(ctx, row, res.Status, res.Err, log)
+		r.dead(ctx, row, fail, log)
 	case sink.Retry:
 		if row.Attempts >= r.cfg.MaxAttempts {
-			r.dead(ctx, row, res.Status, fmt.Sprintf("max_attempts (%d) exhausted; last error: %s", r.cfg.MaxAttempts, res.Err), log)
-			return store.Completion{}, false
+			fail.Error = fmt.Sprintf("max_attempts (%d) exhausted; last error: %s", r.cfg.MaxAttempts, res.Err)
+			r.dead(ctx, row, fail, log)
+			return false
 		}
 		at := now.Add(max(backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, row.Attempts), res.RetryAfter))
-		if at.Sub(row.CreatedAt) > r.cfg.MaxAge {
-			r.dead(ctx, row, res.Status, "max_age would be exceeded; last error: "+res.Err, log)
-			return store.Completion{}, false
+		if at.Sub(ageFrom) > r.cfg.MaxAge {
+			fail.Error = "max_age would be exceeded; last error: " + res.Err
+			r.dead(ctx, row, fail, log)
+			return false
 		}
 		r.m.Deliveries.WithLabelValues(row.Sink, "retry").Inc()
-		if r.fence(r.ob.Retry(ctx, row.ID, row.LeaseToken, r.now(), at, res.Status, res.Err), log) {
+		if r.fence(r.ob.Retry(ctx, row.ID, row.LeaseToken, r.now(), at, fail), log) {
 			log.Info("delivery failed; retrying", zap.Int("status", res.Status), zap.String("error", res.Err),
 				zap.Time("next_attempt_at", at))
 		}
 	}
-	return store.Completion{}, false
+	return false
 }
 
-func (r *Relay) dead(ctx context.Context, row store.OutboxRow, status int, msg string, log *zap.Logger) {
+func (r *Relay) dead(ctx context.Context, row store.OutboxRow, f store.Failure, log *zap.Logger) {
 	r.m.Deliveries.WithLabelValues(row.Sink, "dead").Inc()
-	if r.fence(r.ob.Dead(ctx, row.ID, row.LeaseToken, r.now(), status, msg), log) {
-		log.Warn("dead-lettered", zap.Int("status", status), zap.String("error", msg))
+	if r.fence(r.ob.Dead(ctx, row.ID, row.LeaseToken, r.now(), f), log) {
+		log.Warn("dead-lettered", zap.Int("status", f.HTTPStatus), zap.String("error", f.Error))
 	}
 }
 

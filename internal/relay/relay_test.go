@@ -233,7 +233,7 @@ func Test400IsDeadAtOnce(t *testing.T) {
 	}
 	p := h.payment(t)
 	if len(rc.got()) != 1 || p.Status != store.StatusDead || p.LastStatus != 400 ||
-		!strings.Contains(p.LastError, "HTTP 400: receiver says Bad Request") {
+		p.LastError != "HTTP 400 Bad Request" || p.LastResponse != "receiver says Bad Request" {
 		t.Errorf("%d requests, row %s", len(rc.got()), brief(p))
 	}
 }
@@ -326,7 +326,7 @@ func TestClassify(t *testing.T) {
 		want   sink.Outcome
 		wait   time.Duration
 	}{
-		{200, "", sink.Delivered, 0}, {204, "", sink.Delivered, 0}, {409, "", sink.Delivered, 0},
+		{200, "", sink.Delivered, 0}, {204, "", sink.Delivered, 0}, {409, "", sink.Retry, 0},
 		{408, "", sink.Retry, 0}, {425, "", sink.Retry, 0}, {429, "30", sink.Retry, 30 * time.Second},
 		{503, "Mon, 30 Nov 2026 12:05:00 GMT", sink.Retry, 5 * time.Minute}, {500, "", sink.Retry, 0},
 		{400, "", sink.Dead, 0}, {401, "", sink.Dead, 0}, {404, "", sink.Dead, 0}, {422, "", sink.Dead, 0},

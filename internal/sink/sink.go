@@ -2,8 +2,9 @@
 // delivery contract: a CloudEvents 1.0 JSON body (or the raw X12 of an
 // acknowledgment), an Idempotency-Key that is the effect key on every
 // attempt, Standard Webhooks signatures, traceparent and X-Correlation-ID.
-// 2xx and 409 are delivered; 408, 425, 429, 5xx and network errors are
-// retried; any other status is dead.
+// Only 2xx is delivered; 408, 409 (the receiver is still processing that
+// Idempotency-Key), 425, 429, 5xx and network errors are retried; any
+// other status is dead.
 package sink
 
 import (
@@ -15,10 +16,13 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -53,9 +57,13 @@ type Result struct {
 	Status  int // HTTP status, 0 when none came back
 	// RetryAfter is what the receiver asked for (Retry-After), 0 if nothing.
 	RetryAfter time.Duration
-	// Err describes a failure: the status and a bounded excerpt of the
-	// body, or the network error. Never the request body.
+	// Err describes a failure: the status, or the network error with the
+	// sink URL's credentials redacted. Never a request or response body.
 	Err string
+	// Response is a bounded excerpt of the response body of a failure.
+	// Receivers echo payloads, so it may hold patient data: it goes to the
+	// store only, never to a log line.
+	Response string
 }
 
 // Config configures an HTTP sink.
@@ -206,7 +214,7 @@ func (h *HTTP) Deliver(ctx context.Context, row store.OutboxRow, now time.Time) 
 	}
 	resp, err := h.cfg.Client.Do(req)
 	if err != nil {
-		return Result{Outcome: Retry, Err: redactURL(err.Error(), h.cfg.URL)}
+		return Result{Outcome: Retry, Err: h.redactError(err)}
 	}
 	defer resp.Body.Close()
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, excerptLen))
@@ -218,16 +226,20 @@ func (h *HTTP) Deliver(ctx context.Context, row store.OutboxRow, now time.Time) 
 func Classify(status int, retryAfter string, excerpt []byte, now time.Time) Result {
 	r := Result{Status: status}
 	switch {
-	case status >= 200 && status < 300 || status == http.StatusConflict:
+	case status >= 200 && status < 300:
 		r.Outcome = Delivered
 		return r
-	case status == http.StatusRequestTimeout || status == http.StatusTooEarly || status == http.StatusTooManyRequests || status >= 500:
+	case status == http.StatusRequestTimeout || status == http.StatusConflict || status == http.StatusTooEarly ||
+		status == http.StatusTooManyRequests || status >= 500:
+		// 409: under the Idempotency-Key draft the receiver is still
+		// processing a request with this key; the outcome is unknown yet.
 		r.Outcome = Retry
 		r.RetryAfter = parseRetryAfter(retryAfter, now)
 	default:
 		r.Outcome = Dead
 	}
-	r.Err = fmt.Sprintf("HTTP %d: %s", status, printable(excerpt))
+	r.Err = fmt.Sprintf("HTTP %d %s", status, http.StatusText(status))
+	r.Response = printable(excerpt)
 	return r
 }
 
@@ -255,10 +267,59 @@ func printable(b []byte) string {
 	return strings.TrimSpace(s)
 }
 
-// redactURL keeps a sink URL's userinfo and query out of an error.
-func redactURL(msg, url string) string {
-	if i := strings.IndexAny(url, "?"); i >= 0 {
-		msg = strings.ReplaceAll(msg, url[i:], "?[redacted]")
+// redactError keeps the sink URL's credentials out of a network error.
+func (h *HTTP) redactError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = RedactURL(ue.URL)
+	}
+	msg := err.Error()
+	if red := RedactURL(h.cfg.URL); red != h.cfg.URL {
+		msg = strings.ReplaceAll(msg, h.cfg.URL, red)
 	}
 	return msg
+}
+
+// secretParam matches query parameter names that carry credentials.
+var secretParam = regexp.MustCompile(`(?i)token|key|secret|sig|pass|auth|credential|code|session`)
+
+// RedactURL returns u fit to show in a message or log line: without
+// userinfo, and with the values of query parameters whose names suggest a
+// credential (token, key, secret, signature, ...) replaced. A string that
+// does not parse as a URL is returned as "[redacted url]".
+func RedactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "[redacted url]"
+	}
+	if p.User != nil {
+		p.User = url.User("[redacted]")
+	}
+	if p.RawQuery != "" {
+		q := p.Query()
+		for k, vs := range q {
+			if secretParam.MatchString(k) {
+				for i := range vs {
+					vs[i] = "[redacted]"
+				}
+			}
+		}
+		p.RawQuery = q.Encode()
+	}
+	out := p.String()
+	out = strings.ReplaceAll(out, "%5Bredacted%5D", "[redacted]")
+	return out
+}
+
+// LogKey returns an effect key fit for a log line or a listing: keys of
+// kinds whose keys name only payers, senders and control numbers are
+// returned as they are; any other key (a claim's names a patient control
+// number) is replaced by a digest, which still tells rows apart.
+func LogKey(kind, key string) string {
+	switch kind {
+	case "payment.posted", "ack.999", "ack.ta1":
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return kind + ":sha256:" + hex.EncodeToString(sum[:8])
 }

@@ -192,6 +192,16 @@ type OutboxRow struct {
 	LastStatus     int
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// AgeFrom is when the row's age budget (relay.max_age) started: its
+	// creation, or its last replay from the dead-letter queue.
+	AgeFrom time.Time
+	// LastResponse is a bounded excerpt of the receiver's last response
+	// body. Receivers echo payloads, so it may hold patient data: it is
+	// kept in the store only, never logged, shown only on request.
+	LastResponse string
+	// ErrorHistory holds the last errors of earlier lives of the row, one
+	// line per replay (oldest first, bounded), so a replay keeps them.
+	ErrorHistory string
 }
 
 // Outbox row statuses.
@@ -208,6 +218,22 @@ type Completion struct {
 	ID         int64
 	Token      string
 	HTTPStatus int
+}
+
+// Held is a claimed row a relay still holds: its id and lease token.
+type Held struct {
+	ID    int64
+	Token string
+}
+
+// Failure is what a failed attempt recorded.
+type Failure struct {
+	HTTPStatus int
+	// Error describes the failure without any response body.
+	Error string
+	// Response is a bounded excerpt of the response body (may hold
+	// patient data; kept apart from Error, see OutboxRow.LastResponse).
+	Response string
 }
 
 // LostOf returns the ids of done absent from updated.
@@ -241,20 +267,32 @@ type SinkStats struct {
 // ErrLeaseLost and must not act on the row.
 type Outbox interface {
 	// Claim leases up to limit due rows (of the given sinks, or all when
-	// sinks is empty) for lease, never a row whose ordering key has an
-	// older pending or in-flight row, and never a row another claimer
-	// holds. The attempt is counted at claim.
+	// sinks is empty) for lease, never a row whose sink and ordering key
+	// have an earlier pending or in-flight row, and never a row another
+	// claimer holds. The attempt is counted at claim. Rows are returned in
+	// id order.
+	//
+	// Order is per sink and ordering key, and it is commit order: of two
+	// rows with the same sink and ordering key, the one inserted by a
+	// transaction that is still open is never passed over; a second
+	// transaction inserting a row of that key waits for the first to end,
+	// and its row takes a higher id (ids of one key follow commit order).
 	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]OutboxRow, error)
+	// ExtendLeases moves the lease of each held row to now+lease, fenced by
+	// its token; it returns the ids whose lease was lost (another relay
+	// owns them, or they were finished), which are left as they are. A
+	// relay calls it while a batch is in flight so no lease lapses.
+	ExtendLeases(ctx context.Context, held []Held, now time.Time, lease time.Duration) (lost []int64, err error)
 	// Complete marks a claimed row delivered (httpStatus recorded).
 	Complete(ctx context.Context, id int64, token string, now time.Time, httpStatus int) error
 	// CompleteMany marks several claimed rows delivered in one statement,
 	// each fenced by its own token; it returns the ids whose lease was
 	// lost (those rows are left as they are).
 	CompleteMany(ctx context.Context, done []Completion, now time.Time) (lost []int64, err error)
-	// Retry returns a claimed row to pending, due at at.
-	Retry(ctx context.Context, id int64, token string, now, at time.Time, httpStatus int, lastError string) error
-	// Dead moves a claimed row to the dead-letter queue.
-	Dead(ctx context.Context, id int64, token string, now time.Time, httpStatus int, lastError string) error
+	// Retry returns a claimed row to pending, due at at, recording f.
+	Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error
+	// Dead moves a claimed row to the dead-letter queue, recording f.
+	Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error
 	// Snooze returns a claimed row to pending, due at at, without counting
 	// the attempt (e.g. its sink's circuit breaker is open).
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
@@ -264,10 +302,12 @@ type Outbox interface {
 	ListDead(ctx context.Context, sink string, limit int) ([]OutboxRow, error)
 	// GetOutbox returns one row.
 	GetOutbox(ctx context.Context, id int64) (OutboxRow, error)
-	// Replay returns dead rows to pending with their attempts reset: the
-	// given ids, or all of sink when ids is empty and sink is set, or all
-	// when both are empty and all is true. The effect key, and so the
-	// Idempotency-Key, is unchanged.
+	// Replay returns dead rows to pending with their attempts reset and a
+	// fresh age budget counted from now (AgeFrom): the given ids, or all of
+	// sink when ids is empty and sink is set, or all when both are empty
+	// and all is true. The last error is kept, and appended to ErrorHistory,
+	// which keeps the row's earlier errors across replays. The effect key, and so the Idempotency-Key,
+	// is unchanged.
 	Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error)
 	// Discard resolves dead rows without delivering them. The rows are
 	// kept (status discarded): their effect keys must go on preventing a

@@ -357,14 +357,14 @@ func (in *ingestion) Rollback() {
 
 const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload, status,
 	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 'epoch'), last_error,
-	last_status, created_at, updated_at`
+	last_status, created_at, updated_at, coalesce(age_from, created_at), last_response, error_history`
 
 func scanRow(row pgx.Row) (store.OutboxRow, error) {
 	var r store.OutboxRow
 	var payload []byte
 	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
 		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.LeaseToken, &r.LeaseExpiresAt, &r.LastError, &r.LastStatus,
-		&r.CreatedAt, &r.UpdatedAt)
+		&r.CreatedAt, &r.UpdatedAt, &r.AgeFrom, &r.LastResponse, &r.ErrorHistory)
 	r.Payload = payload
 	return r, err
 }
@@ -427,23 +427,28 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) error {
 
 // Claim implements store.Outbox.
 func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error) {
-	var sinkFilter any
+	// The sink filter is written so that no index can serve it: the
+	// planner must walk outbox_due in due order, never fetch every open row
+	// of the sinks and sort them (as it would with "sink = ANY(...)" and
+	// stale statistics, e.g. after a burst of inserts).
+	sinkFilter := ""
+	args := []any{now, limit, store.NewToken(), now.Add(lease)}
 	if len(sinks) > 0 {
-		sinkFilter = sinks
+		sinkFilter = "AND array_position($5::text[], o.sink) IS NOT NULL"
+		args = append(args, sinks)
 	}
 	rows, err := s.pool.Query(ctx, `WITH due AS (
 		SELECT o.id FROM outbox o
-		WHERE o.status = 'pending' AND o.next_attempt_at <= $1
-		  AND ($2::text[] IS NULL OR o.sink = ANY($2::text[]))
-		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = o.ordering_key AND p.id < o.id
-		                  AND p.status IN ('pending', 'inflight'))
+		WHERE o.status = 'pending' AND o.next_attempt_at <= $1 `+sinkFilter+`
+		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
+		                  AND p.id < o.id AND p.status IN ('pending', 'inflight'))
 		ORDER BY o.next_attempt_at, o.id
-		LIMIT $3
+		LIMIT $2
 		FOR UPDATE SKIP LOCKED)
-	UPDATE outbox SET status = 'inflight', lease_token = $4, lease_expires_at = $5,
+	UPDATE outbox SET status = 'inflight', lease_token = $3, lease_expires_at = $4,
 		attempts = outbox.attempts + 1, updated_at = $1
 	FROM due WHERE outbox.id = due.id
-	RETURNING outbox.`+outboxCols, now, sinkFilter, limit, store.NewToken(), now.Add(lease))
+	RETURNING outbox.`+outboxCols, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -494,18 +499,50 @@ func (s *Store) CompleteMany(ctx context.Context, done []store.Completion, now t
 	return store.LostOf(done, updated), nil
 }
 
+// ExtendLeases implements store.Outbox.
+func (s *Store) ExtendLeases(ctx context.Context, held []store.Held, now time.Time, lease time.Duration) ([]int64, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
+	ids, tokens := make([]int64, len(held)), make([]string, len(held))
+	for i, h := range held {
+		ids[i], tokens[i] = h.ID, h.Token
+	}
+	rows, err := s.pool.Query(ctx, `UPDATE outbox SET lease_expires_at = $3
+		FROM unnest($1::bigint[], $2::text[]) AS h(id, token)
+		WHERE outbox.id = h.id AND outbox.lease_token = h.token AND outbox.status = 'inflight'
+		RETURNING outbox.id`, ids, tokens, now.Add(lease))
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	updated, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	return lostHeld(held, updated), nil
+}
+
+// lostHeld returns the ids of held absent from updated.
+func lostHeld(held []store.Held, updated []int64) []int64 {
+	done := make([]store.Completion, len(held))
+	for i, h := range held {
+		done[i] = store.Completion{ID: h.ID}
+	}
+	return store.LostOf(done, updated)
+}
+
 // Retry implements store.Outbox.
-func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, status int, lastError string) error {
+func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f store.Failure) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
-		next_attempt_at = $5, last_status = $3, last_error = $6, updated_at = $4
-		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, status, now, at, lastError)
+		next_attempt_at = $5, last_status = $3, last_error = $6, last_response = $7, updated_at = $4
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, f.HTTPStatus, now, at, f.Error, f.Response)
 }
 
 // Dead implements store.Outbox.
-func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, status int, lastError string) error {
+func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f store.Failure) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
-		last_status = $3, last_error = $5, updated_at = $4
-		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, status, now, lastError)
+		last_status = $3, last_error = $5, last_response = $6, updated_at = $4
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, f.HTTPStatus, now, f.Error, f.Response)
 }
 
 // Snooze implements store.Outbox.
@@ -552,11 +589,16 @@ func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, 
 		idFilter = ids
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $1,
-		last_error = '', updated_at = $1
+		age_from = $1, updated_at = $1,
+		error_history = right(error_history || to_char($1 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+			|| ' replayed after ' || attempts || ' attempts; last error: ' || last_error || E'\n', `+historyMax+`)
 		WHERE status = 'dead' AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[])) AND ($3 = '' OR sink = $3)`,
 		now, idFilter, sink)
 	return int(tag.RowsAffected()), err
 }
+
+// historyMax bounds error_history (characters; the oldest lines go first).
+const historyMax = "4096"
 
 // Discard implements store.Outbox.
 func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, error) {
@@ -813,6 +855,18 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 			if int(tag.RowsAffected()) < batch {
 				break
 			}
+		}
+	}
+	// Ordering locks of keys not inserted since (housekeeping, not
+	// counted; outbox ids are one global sequence, so this is safe).
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM outbox_order WHERE (sink, ordering_key) IN (
+			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`, before, batch)
+		if err != nil {
+			return total, fmt.Errorf("prune: %w", err)
+		}
+		if int(tag.RowsAffected()) < batch {
+			break
 		}
 	}
 	return total, nil

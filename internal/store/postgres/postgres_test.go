@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,5 +76,90 @@ func TestLeaseExpiryOnDatabaseClock(t *testing.T) {
 	}
 	if _, ok, _ := s.AcquireLease(ctx, "poll:acme:/out", "b", time.Minute, now.Add(-time.Hour)); !ok {
 		t.Error("a lapsed lease was not free for a replica with a slow clock")
+	}
+}
+
+// TestDeliveryOrderIsCommitOrder: two explicit transactions insert rows of
+// one sink and ordering key; the second tries to commit first. Ids of one
+// key are taken in commit order (the second inserter waits for the first
+// transaction), so the claimer, which goes by id, delivers in commit order
+// and never delivers the later-inserted row before the earlier one.
+func TestDeliveryOrderIsCommitOrder(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t).(*Store)
+	insert := func(tx pgx.Tx, key string) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, payload,
+			next_attempt_at, created_at, updated_at) VALUES ($1, 'claim.received', 'ledger', 'claim:K', 'c', '{}', $2, $2, $2)`,
+			key, time.Unix(0, 0)); err != nil {
+			t.Error(err)
+		}
+	}
+	var mu sync.Mutex
+	var committed, delivered []string
+	tx1, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert(tx1, "first")
+	second := make(chan struct{})
+	var pid atomic.Int32
+	go func() {
+		defer close(second)
+		tx2, err := s.pool.Begin(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var p int32
+		tx2.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&p)
+		pid.Store(p)
+		insert(tx2, "second")
+		if err := tx2.Commit(ctx); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		committed = append(committed, "second")
+		mu.Unlock()
+	}()
+	// Wait until the second transaction has committed or waits for the first.
+	for waiting := false; !waiting; {
+		select {
+		case <-second:
+			waiting = true
+		case <-time.After(10 * time.Millisecond):
+			var n int
+			s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+				AND pid = $1`, pid.Load()).Scan(&n)
+			waiting = n > 0
+		}
+	}
+	deliver := func() {
+		rows, err := s.Claim(ctx, time.Unix(1, 0), []string{"ledger"}, 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			delivered = append(delivered, r.EffectKey)
+			if err := s.Complete(ctx, r.ID, r.LeaseToken, time.Unix(1, 0), 200); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deliver() // while the first transaction is open
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	committed = append(committed, "first")
+	mu.Unlock()
+	<-second
+	for range 3 {
+		deliver()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(delivered, ",") != "first,second" || strings.Join(committed, ",") != "first,second" {
+		t.Errorf("committed %v, delivered %v; want both first, second", committed, delivered)
 	}
 }

@@ -434,18 +434,20 @@ func (in *ingestion) Rollback() {
 
 const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload, status,
 	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 0), last_error, last_status,
-	created_at, updated_at`
+	created_at, updated_at, coalesce(age_from, created_at), last_response, error_history`
 
 type scanner interface{ Scan(...any) error }
 
 func scanRow(row scanner) (store.OutboxRow, error) {
 	var r store.OutboxRow
 	var payload string
-	var next, leaseExp, created, updated int64
+	var next, leaseExp, created, updated, ageFrom int64
 	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
-		&r.Status, &r.Attempts, &next, &r.LeaseToken, &leaseExp, &r.LastError, &r.LastStatus, &created, &updated)
+		&r.Status, &r.Attempts, &next, &r.LeaseToken, &leaseExp, &r.LastError, &r.LastStatus, &created, &updated,
+		&ageFrom, &r.LastResponse, &r.ErrorHistory)
 	r.Payload = json.RawMessage(payload)
 	r.NextAttemptAt, r.LeaseExpiresAt, r.CreatedAt, r.UpdatedAt = fromUS(next), fromUS(leaseExp), fromUS(created), fromUS(updated)
+	r.AgeFrom = fromUS(ageFrom)
 	return r, err
 }
 
@@ -479,8 +481,8 @@ func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit 
 		attempts = attempts + 1, updated_at = ?
 		WHERE id IN (SELECT o.id FROM outbox o
 			WHERE o.status = 'pending' AND o.next_attempt_at <= ?`+sinkFilter+`
-			  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = o.ordering_key AND p.id < o.id
-			                  AND p.status IN ('pending', 'inflight'))
+			  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
+			                  AND p.id < o.id AND p.status IN ('pending', 'inflight'))
 			ORDER BY o.next_attempt_at, o.id LIMIT ?)
 		RETURNING `+outboxCols, args...)
 	if err != nil {
@@ -537,18 +539,45 @@ func (s *Store) CompleteMany(ctx context.Context, done []store.Completion, now t
 	return store.LostOf(done, updated), nil
 }
 
+// ExtendLeases implements store.Outbox: one transaction, one commit.
+func (s *Store) ExtendLeases(ctx context.Context, held []store.Held, now time.Time, lease time.Duration) ([]int64, error) {
+	if len(held) == 0 {
+		return nil, nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	defer tx.Rollback()
+	var lost []int64
+	for _, h := range held {
+		res, err := tx.ExecContext(ctx, `UPDATE outbox SET lease_expires_at = ?
+			WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(now.Add(lease)), h.ID, h.Token)
+		if err != nil {
+			return nil, fmt.Errorf("extend leases: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			lost = append(lost, h.ID)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	return lost, nil
+}
+
 // Retry implements store.Outbox.
-func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, status int, lastError string) error {
+func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f store.Failure) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
-		next_attempt_at = ?, last_status = ?, last_error = ?, updated_at = ?
-		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), status, lastError, us(now), id, token)
+		next_attempt_at = ?, last_status = ?, last_error = ?, last_response = ?, updated_at = ?
+		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), f.HTTPStatus, f.Error, f.Response, us(now), id, token)
 }
 
 // Dead implements store.Outbox.
-func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, status int, lastError string) error {
+func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f store.Failure) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
-		last_status = ?, last_error = ?, updated_at = ?
-		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, status, lastError, us(now), id, token)
+		last_status = ?, last_error = ?, last_response = ?, updated_at = ?
+		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, f.HTTPStatus, f.Error, f.Response, us(now), id, token)
 }
 
 // Snooze implements store.Outbox.
@@ -602,9 +631,11 @@ func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, 
 	if len(ids) == 0 && sink == "" && !all {
 		return 0, errors.New("replay: name rows, a sink, or all")
 	}
-	q := `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, last_error = '', updated_at = ?
+	q := `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, age_from = ?, updated_at = ?,
+		error_history = substr(error_history || ? || ' replayed after ' || attempts || ' attempts; last error: '
+			|| last_error || char(10), -` + strconv.Itoa(historyMax) + `)
 		WHERE status = 'dead' AND (? = '' OR sink = ?)`
-	args := []any{us(now), us(now), sink, sink}
+	args := []any{us(now), us(now), us(now), now.UTC().Format("2006-01-02T15:04:05Z"), sink, sink}
 	if len(ids) > 0 {
 		list, idArgs := idList(ids)
 		q += " AND id IN " + list
@@ -617,6 +648,9 @@ func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, 
 	n, _ := res.RowsAffected()
 	return int(n), nil
 }
+
+// historyMax bounds error_history (characters; the oldest lines go first).
+const historyMax = 4096
 
 // Discard implements store.Outbox.
 func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, error) {

@@ -113,6 +113,10 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"EffectConflictConcurrently":       testEffectConflictConcurrently,
 		"Ledger":                           testLedger,
 		"CompleteMany":                     testCompleteMany,
+		"ExtendLeasesFenced":               testExtendLeasesFenced,
+		"OrderIsPerSink":                   testOrderIsPerSink,
+		"ClaimOnlyListedSinks":             testClaimOnlyListedSinks,
+		"ReplayFreshAgeKeepsHistory":       testReplayFreshAgeKeepsHistory,
 	}
 }
 
@@ -336,7 +340,7 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 	if err := s.Complete(ctx, old.ID, old.LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("complete with an expired lease: %v, want ErrLeaseLost", err)
 	}
-	if err := s.Retry(ctx, old.ID, old.LeaseToken, later, later, 500, "x"); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.Retry(ctx, old.ID, old.LeaseToken, later, later, store.Failure{HTTPStatus: 500, Error: "x"}); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("retry with an expired lease: %v", err)
 	}
 	if err := s.Complete(ctx, rows[0].ID, rows[0].LeaseToken, later, 200); err != nil {
@@ -446,13 +450,13 @@ func testTransitions(t *testing.T, s store.Store) {
 	}
 	a, b, c := rows[0], rows[1], rows[2]
 	later := t0.Add(time.Hour)
-	if err := s.Retry(ctx, a.ID, a.LeaseToken, t0, later, 503, "unavailable"); err != nil {
+	if err := s.Retry(ctx, a.ID, a.LeaseToken, t0, later, store.Failure{HTTPStatus: 503, Error: "unavailable"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Snooze(ctx, b.ID, b.LeaseToken, t0, later); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Dead(ctx, c.ID, c.LeaseToken, t0, 400, "bad request"); err != nil {
+	if err := s.Dead(ctx, c.ID, c.LeaseToken, t0, store.Failure{HTTPStatus: 400, Error: "bad request"}); err != nil {
 		t.Fatal(err)
 	}
 	if due, _ := s.Claim(ctx, t0.Add(time.Minute), []string{"ledger"}, 10, time.Minute); len(due) != 0 {
@@ -481,7 +485,7 @@ func testTransitions(t *testing.T, s store.Store) {
 	if len(again) != 1 || again[0].ID != c.ID {
 		t.Fatalf("claim after replay: %v", again)
 	}
-	s.Dead(ctx, c.ID, again[0].LeaseToken, later, 400, "still bad")
+	s.Dead(ctx, c.ID, again[0].LeaseToken, later, store.Failure{HTTPStatus: 400, Error: "still bad"})
 	if n, err := s.Discard(ctx, []int64{c.ID}, later); err != nil || n != 1 {
 		t.Fatalf("discard: %d %v", n, err)
 	}
@@ -503,7 +507,7 @@ func testStats(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	seedPayments(t, s, 2)
 	rows, _ := s.Claim(ctx, t0, []string{"ledger"}, 1, time.Minute)
-	s.Dead(ctx, rows[0].ID, rows[0].LeaseToken, t0, 400, "x")
+	s.Dead(ctx, rows[0].ID, rows[0].LeaseToken, t0, store.Failure{HTTPStatus: 400, Error: "x"})
 	st, err := s.Stats(ctx, t0.Add(90*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -659,7 +663,7 @@ func testPrune(t *testing.T, s store.Store) {
 	rows, _ := s.Claim(ctx, t0, []string{"ledger"}, 10, time.Minute)
 	for i, r := range rows {
 		if i == 0 {
-			s.Dead(ctx, r.ID, r.LeaseToken, t0, 400, "x")
+			s.Dead(ctx, r.ID, r.LeaseToken, t0, store.Failure{HTTPStatus: 400, Error: "x"})
 			continue
 		}
 		s.Complete(ctx, r.ID, r.LeaseToken, t0, 200)

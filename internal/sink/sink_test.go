@@ -1,0 +1,54 @@
+package sink
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/store"
+)
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://erp.example.test/in":                          "https://erp.example.test/in",
+		"https://bob:pw@erp.example.test/in":                   "https://[redacted]@erp.example.test/in",
+		"https://erp.example.test/in?token=abc&page=2":         "https://erp.example.test/in?page=2&token=[redacted]",
+		"https://h/in?api_key=a&X-Signature=b&client_secret=c": "https://h/in?X-Signature=[redacted]&api_key=[redacted]&client_secret=[redacted]",
+		"::not a url": "[redacted url]",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestNetworkErrorRedactsURL: a failed connection's error names the sink
+// URL without its userinfo or credential parameters.
+func TestNetworkErrorRedactsURL(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the connection is refused
+	h, err := New(Config{Name: "s", URL: "http://bob:hunter2@" + addr + "/in?token=hunter3", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := h.Deliver(context.Background(), store.OutboxRow{EffectKey: "k", Kind: "payment.posted", Payload: []byte(`{}`)}, time.Now())
+	if res.Outcome != Retry || strings.Contains(res.Err, "hunter") || strings.Contains(res.Err, "bob") || !strings.Contains(res.Err, addr) {
+		t.Errorf("%v: %q", res.Outcome, res.Err)
+	}
+}
+
+func TestLogKeyHidesClaimKeys(t *testing.T) {
+	if got := LogKey("claim.received", "claim:x12:P:ZZ:S:ZZ:R:1:S:R:1:837:0001:PCN123"); strings.Contains(got, "PCN123") ||
+		!strings.HasPrefix(got, "claim.received:sha256:") {
+		t.Errorf("claim key %q", got)
+	}
+	if got := LogKey("payment.posted", "payment:1512345678:EFT0001"); got != "payment:1512345678:EFT0001" {
+		t.Errorf("payment key %q", got)
+	}
+}

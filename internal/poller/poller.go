@@ -619,7 +619,14 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		if s.Unbalanced && s.Outcome == store.Processed {
 			p.m.Unbalanced.Inc()
 		}
-		if s.Outcome == store.Conflict {
+		switch {
+		case s.Outcome == store.Conflict && len(s.ConflictKeys) > 0:
+			// Effect keys name payer and trace, or a digest of a claim's
+			// identity: no patient data.
+			log.Warn("effect conflict: an effect key already posted with other content; not posted",
+				zap.String("key", s.Key), zap.Strings("conflicting_effects", s.ConflictKeys),
+				zap.String("original_correlation_id", s.OriginalCorrelationID))
+		case s.Outcome == store.Conflict:
 			log.Warn("key conflict: same envelope key, other content; quarantined", zap.String("key", s.Key),
 				zap.String("original_correlation_id", s.OriginalCorrelationID))
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -254,9 +255,11 @@ func claimFreq(t *testing.T, r store.OutboxRow) string {
 }
 
 // TestRebatchedClaimIsBusinessDuplicate: 837 claims are keyed by their
-// business identity (sender, receiver, CLM01, CLM05-3), digested. The same
-// claims re-batched under new control numbers post nothing; the same
-// identity with other content is a conflict; no key holds CLM01 in clear.
+// business identity (sender, receiver, CLM01, CLM05-3) and content,
+// digested. The same claims re-batched under new control numbers post
+// nothing; the same identity with other content (a corrected claim re-sent
+// under its CLM01) is a new effect delivered after the first; no key holds
+// CLM01 in clear.
 func TestRebatchedClaimIsBusinessDuplicate(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		orig := mustIngest(t, s, "claims-1.x12", claims(x12gen.Claims{Control: 1, Claims: 2, IDPrefix: "PCN-"}))
@@ -270,12 +273,14 @@ func TestRebatchedClaimIsBusinessDuplicate(t *testing.T) {
 		changed := bytes.Replace(claims(x12gen.Claims{Control: 3, Claims: 2, IDPrefix: "PCN-"}),
 			[]byte("CLM*PCN-1*150.00"), []byte("CLM*PCN-1*175.00"), 1)
 		r := mustIngest(t, s, "claims-3.x12", changed)
-		if o := r.Sets[0]; o.Outcome != store.Conflict || len(o.ConflictKeys) != 1 || o.ConflictKeys[0] != orig.Sets[0].EffectKeys[0] {
-			t.Errorf("same claim identity, other charge: %+v, want a conflict on the first claim", r.Sets)
+		if o := r.Sets[0]; o.Outcome != store.Processed || len(o.EffectKeys) != 1 || len(o.ConflictKeys) != 0 {
+			t.Errorf("same claim identity, other charge: %+v, want the corrected claim alone posted", r.Sets)
 		}
-		rows := flat(deliver(t, s, "ledger"))
-		if len(rows) != 2 {
-			t.Errorf("%d claims delivered, want 2", len(rows))
+		rounds := deliver(t, s, "ledger")
+		rows := flat(rounds)
+		if len(rows) != 3 || len(rounds) != 2 || rounds[1][0].EffectKey != r.Sets[0].EffectKeys[0] ||
+			rounds[1][0].OrderingKey != rounds[0][0].OrderingKey && rounds[1][0].OrderingKey != rounds[0][1].OrderingKey {
+			t.Errorf("%d claims in %d rounds, want 3, the corrected one after its original", len(rows), len(rounds))
 		}
 		for _, row := range rows {
 			if strings.Contains(row.EffectKey+row.OrderingKey, "PCN-") {
@@ -313,6 +318,69 @@ func TestReplacementAndVoidFollowTheOriginal(t *testing.T) {
 		}
 		if batches[0][0].OrderingKey != batches[1][0].OrderingKey || batches[0][0].OrderingKey == batches[0][1].OrderingKey {
 			t.Errorf("ordering keys: %s %s %s", batches[0][0].OrderingKey, batches[1][0].OrderingKey, batches[0][1].OrderingKey)
+		}
+	})
+}
+
+// TestCorrectionsOfAClaimArePostedInOrder: after a rejection a provider
+// re-sends a corrected claim under its CLM01, then replaces it twice: each
+// is a claim of its own, posted once, in the order received.
+func TestCorrectionsOfAClaimArePostedInOrder(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		file := func(control int, freq, charge string) []byte {
+			b := claims(x12gen.Claims{Control: control, Claims: 1, IDPrefix: "PCN-", Frequency: freq})
+			return bytes.Replace(b, []byte("CLM*PCN-1*150.00"), []byte("CLM*PCN-1*"+charge), 1)
+		}
+		var keys []string
+		for i, f := range []struct{ freq, charge string }{{"1", "150.00"}, {"1", "160.00"}, {"7", "170.00"}, {"7", "180.00"}} {
+			r := mustIngest(t, s, fmt.Sprintf("claims-%d.x12", i), file(20+i, f.freq, f.charge))
+			if r.Count(store.Processed) != 1 || len(r.Sets[0].EffectKeys) != 1 {
+				t.Fatalf("claim %d (frequency %s, charge %s): %+v, want it posted", i, f.freq, f.charge, r.Sets)
+			}
+			keys = append(keys, r.Sets[0].EffectKeys[0])
+		}
+		// The same correction again is a business duplicate.
+		if again := mustIngest(t, s, "claims-again.x12", file(30, "7", "180.00")); again.Count(store.BusinessDuplicate) != 1 {
+			t.Errorf("the last correction re-batched: %+v, want a business duplicate", again.Sets)
+		}
+		rounds := deliver(t, s, "ledger")
+		if len(rounds) != 4 {
+			t.Fatalf("%d rounds, want the four claims one after another", len(rounds))
+		}
+		for i, round := range rounds {
+			if len(round) != 1 || round[0].EffectKey != keys[i] {
+				t.Errorf("round %d delivered %d rows, want claim %d", i, len(round), i)
+			}
+		}
+	})
+}
+
+// TestRegeneratedRemittanceOnAnotherDayIsBusinessDuplicate: a payer
+// regenerates a remittance under new control numbers with a new
+// production date (DTM*405): the same payment, a business duplicate, not
+// a conflict.
+func TestRegeneratedRemittanceOnAnotherDayIsBusinessDuplicate(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		remit := func(control int) []byte {
+			var b bytes.Buffer
+			if _, err := (x12gen.Remit{Control: control, Trace: "REGEN"}).Write(&b); err != nil {
+				t.Fatal(err)
+			}
+			return b.Bytes()
+		}
+		if first := mustIngest(t, s, "a.835", remit(1)); first.Count(store.Processed) != 1 {
+			t.Fatalf("first: %+v", first.Sets)
+		}
+		later := bytes.Replace(remit(2), []byte("DTM*405*20261128"), []byte("DTM*405*20261130"), 1)
+		if bytes.Equal(later, remit(2)) {
+			t.Fatal("the generator wrote no production date")
+		}
+		r := mustIngest(t, s, "b.835", later)
+		if r.Count(store.BusinessDuplicate) != 1 {
+			t.Errorf("regenerated on another day: %+v, want a business duplicate", r.Sets)
+		}
+		if c, _ := s.Counts(context.Background()); c.Sightings["effect_conflict"] != 0 {
+			t.Errorf("counts %+v, want no conflict", c)
 		}
 	})
 }

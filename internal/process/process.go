@@ -293,14 +293,23 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 	case s.Payment != nil:
 		p := s.Payment
 		doc := mustJSON(p)
+		hash := contentHash(doc)
+		if p.ProductionDate != "" {
+			// DTM*405 dates the file, not the payment: a remittance
+			// regenerated on another day is the same payment.
+			undated := *p
+			undated.ProductionDate = ""
+			hash = contentHash(mustJSON(&undated))
+		}
 		out = append(out, Effect{Kind: KindPayment, Key: p.EffectKey(), OrderingKey: p.EffectKey(),
-			Hash: contentHash(doc), Payload: withEnvelope(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
+			Hash: hash, Payload: withEnvelope(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
 				Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
 	case s.Claims != nil:
 		for _, c := range s.Claims {
 			doc := mustJSON(c)
-			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(ix.Sender(), ix.Receiver(), c),
-				OrderingKey: claim.OrderingKey(ix.Sender(), ix.Receiver(), c), Hash: contentHash(doc),
+			hash := contentHash(doc)
+			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(ix.Sender(), ix.Receiver(), c, hash),
+				OrderingKey: claim.OrderingKey(ix.Sender(), ix.Receiver(), c), Hash: hash,
 				Payload: withEnvelope(envelopeOf{EnvelopeKey: s.Key, Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
 		}
 	}

@@ -279,11 +279,14 @@ func (ps *parser) diagnoses(claim *Claim, s envelope.Segment, v []byte) {
 // EffectKey returns the business key of the claim.received effect:
 // claim:{digest} over the claim's business identity — the interchange
 // sender and receiver ("qualifier:id"), CLM01 and the frequency code
-// CLM05-3. The same claim re-batched under new control numbers has the
-// same key; a replacement (7) or void (8) has a key of its own. The
-// patient control number never appears in clear.
-func EffectKey(sender, receiver string, c Claim) string {
-	return "claim:" + digest(sender, receiver, c.ClaimID, c.Frequency)
+// CLM05-3 — and contentHash, the digest of the claim's content (never its
+// envelope). The same claim re-batched under new control numbers has the
+// same key (a business duplicate); a replacement (7) or void (8), a second
+// replacement, and a corrected claim re-sent under its CLM01 after a
+// rejection each have a key of their own and follow the original on its
+// ordering key. The patient control number never appears in clear.
+func EffectKey(sender, receiver string, c Claim, contentHash string) string {
+	return "claim:" + digest(sender, receiver, c.ClaimID, c.Frequency, contentHash)
 }
 
 // OrderingKey returns the ordering key of the claim.received effect:

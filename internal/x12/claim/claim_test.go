@@ -111,12 +111,12 @@ func TestProfessionalHierarchy(t *testing.T) {
 }
 
 // TestClaimKeysAreDigestsOfTheBusinessIdentity: the effect key names
-// sender, receiver, CLM01 and CLM05-3, the ordering key all but the
-// frequency, both as SHA-256 digests with no patient control number in
-// clear.
+// sender, receiver, CLM01, CLM05-3 and the claim's content digest, the
+// ordering key all but the frequency and content, both as SHA-256 digests
+// with no patient control number in clear.
 func TestClaimKeysAreDigestsOfTheBusinessIdentity(t *testing.T) {
 	c := Claim{ClaimID: "26463774", Frequency: "1"}
-	key, order := EffectKey("ZZ:SUB", "ZZ:RCV", c), OrderingKey("ZZ:SUB", "ZZ:RCV", c)
+	key, order := EffectKey("ZZ:SUB", "ZZ:RCV", c, "h1"), OrderingKey("ZZ:SUB", "ZZ:RCV", c)
 	if !regexp.MustCompile(`^claim:[0-9a-f]{64}$`).MatchString(key) ||
 		!regexp.MustCompile(`^claimorder:[0-9a-f]{64}$`).MatchString(order) {
 		t.Fatalf("keys %s %s", key, order)
@@ -124,22 +124,24 @@ func TestClaimKeysAreDigestsOfTheBusinessIdentity(t *testing.T) {
 	if strings.Contains(key+order, c.ClaimID) {
 		t.Error("CLM01 in clear in a key")
 	}
-	if EffectKey("ZZ:SUB", "ZZ:RCV", Claim{ClaimID: "26463774", Frequency: "1", TotalCharge: x12.MustMoney("9")}) != key {
-		t.Error("the effect key depends on more than the business identity")
+	if EffectKey("ZZ:SUB", "ZZ:RCV", Claim{ClaimID: "26463774", Frequency: "1", TotalCharge: x12.MustMoney("9")}, "h1") != key {
+		t.Error("the effect key depends on more than the business identity and the content digest")
 	}
 	replacement := Claim{ClaimID: "26463774", Frequency: "7"}
-	if EffectKey("ZZ:SUB", "ZZ:RCV", replacement) == key || OrderingKey("ZZ:SUB", "ZZ:RCV", replacement) != order {
+	if EffectKey("ZZ:SUB", "ZZ:RCV", replacement, "h1") == key || OrderingKey("ZZ:SUB", "ZZ:RCV", replacement) != order {
 		t.Error("a replacement must have its own effect key and the original's ordering key")
 	}
 	for _, other := range []string{
-		EffectKey("ZZ:OTHER", "ZZ:RCV", c), EffectKey("ZZ:SUB", "ZZ:OTHER", c),
-		EffectKey("ZZ:SUB", "ZZ:RCV", Claim{ClaimID: "26463775", Frequency: "1"}),
+		EffectKey("ZZ:OTHER", "ZZ:RCV", c, "h1"), EffectKey("ZZ:SUB", "ZZ:OTHER", c, "h1"),
+		EffectKey("ZZ:SUB", "ZZ:RCV", Claim{ClaimID: "26463775", Frequency: "1"}, "h1"),
+		// A corrected claim under the same CLM01 and frequency.
+		EffectKey("ZZ:SUB", "ZZ:RCV", c, "h2"),
 		// The parts are encoded unambiguously: moving a character from one
 		// part to the next changes the key.
-		EffectKey("ZZ:SU", "BZZ:RCV", c),
+		EffectKey("ZZ:SU", "BZZ:RCV", c, "h1"),
 	} {
 		if other == key {
-			t.Errorf("another identity shares the key %s", key)
+			t.Errorf("another claim shares the key %s", key)
 		}
 	}
 }

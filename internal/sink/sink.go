@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -280,35 +279,36 @@ func (h *HTTP) redactError(err error) string {
 	return msg
 }
 
-// secretParam matches query parameter names that carry credentials.
-var secretParam = regexp.MustCompile(`(?i)token|key|secret|sig|pass|auth|credential|code|session`)
-
-// RedactURL returns u fit to show in a message or log line: without
-// userinfo, and with the values of query parameters whose names suggest a
-// credential (token, key, secret, signature, ...) replaced. A string that
-// does not parse as a URL is returned as "[redacted url]".
+// RedactURL returns u fit to show in a message or log line: scheme, host
+// and port, and the first segment of the path. Userinfo, the query string
+// and any deeper path (webhook URLs carry tokens there, as in
+// /services/T0/B0/<token>) are replaced by "[redacted]", whatever their
+// names: a credential need not be called one. A string that does not parse
+// as a URL is returned as "[redacted url]".
 func RedactURL(u string) string {
 	p, err := url.Parse(u)
-	if err != nil {
+	if err != nil || p.Scheme == "" || p.Host == "" {
 		return "[redacted url]"
 	}
+	var b strings.Builder
+	b.WriteString(p.Scheme + "://")
 	if p.User != nil {
-		p.User = url.User("[redacted]")
+		b.WriteString("[redacted]@")
 	}
-	if p.RawQuery != "" {
-		q := p.Query()
-		for k, vs := range q {
-			if secretParam.MatchString(k) {
-				for i := range vs {
-					vs[i] = "[redacted]"
-				}
-			}
+	b.WriteString(p.Host)
+	if path := p.EscapedPath(); path != "" {
+		first, rest, deeper := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+		b.WriteString("/" + first)
+		if deeper && rest != "" {
+			b.WriteString("/[redacted]")
+		} else if deeper {
+			b.WriteString("/")
 		}
-		p.RawQuery = q.Encode()
 	}
-	out := p.String()
-	out = strings.ReplaceAll(out, "%5Bredacted%5D", "[redacted]")
-	return out
+	if p.RawQuery != "" || p.ForceQuery {
+		b.WriteString("?[redacted]")
+	}
+	return b.String()
 }
 
 // LogKey returns an effect key fit for a log line or a listing: keys of

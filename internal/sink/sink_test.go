@@ -13,10 +13,17 @@ import (
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://erp.example.test/in":                          "https://erp.example.test/in",
+		"https://erp.example.test:8443/":                       "https://erp.example.test:8443/",
 		"https://bob:pw@erp.example.test/in":                   "https://[redacted]@erp.example.test/in",
-		"https://erp.example.test/in?token=abc&page=2":         "https://erp.example.test/in?page=2&token=[redacted]",
-		"https://h/in?api_key=a&X-Signature=b&client_secret=c": "https://h/in?X-Signature=[redacted]&api_key=[redacted]&client_secret=[redacted]",
-		"::not a url": "[redacted url]",
+		"https://erp.example.test/in?token=abc&page=2":         "https://erp.example.test/in?[redacted]",
+		"https://h/in?api_key=a&X-Signature=b&client_secret=c": "https://h/in?[redacted]",
+		// Credentials under names that do not say so, and in the path.
+		"https://h/in?hmac=s3cr3t":                         "https://h/in?[redacted]",
+		"https://h/in?s3cr3t":                              "https://h/in?[redacted]",
+		"https://hooks.example.test/services/T0/B0/s3cr3t": "https://hooks.example.test/services/[redacted]",
+		"https://h/in/":                                    "https://h/in/",
+		"::not a url":                                      "[redacted url]",
+		"erp.example.test/in?token=s3cr3t":                 "[redacted url]",
 	} {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)

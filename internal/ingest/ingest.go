@@ -103,8 +103,21 @@ func File(ctx context.Context, opts Options, f store.FileInfo, r io.ReadSeeker) 
 	if err != nil {
 		return nil, err
 	}
-	return write(ctx, opts, f, p, sp)
+	// A conflict with a concurrent ingest (PostgreSQL broke a deadlock
+	// between two files inserting rows of the same ordering keys in
+	// opposite orders) rolled everything back: the records are in the
+	// spill, so the write is tried again, a few times, before the file
+	// counts a failed attempt.
+	for attempt := 1; ; attempt++ {
+		res, err := write(ctx, opts, f, p, sp)
+		if !errors.Is(err, store.ErrTransient) || attempt == writeAttempts || ctx.Err() != nil {
+			return res, err
+		}
+	}
 }
+
+// writeAttempts bounds the writes of one ingest after transient conflicts.
+const writeAttempts = 3
 
 // parsed is what the parse phase keeps in memory: per set only what the
 // result reports; the records themselves are in the spill.
@@ -265,10 +278,11 @@ func (s *spill) Write(b []byte) (int, error) {
 	return s.mem.Write(b)
 }
 
-// reader returns the spilled records from the start.
+// reader returns the spilled records from the start; it may be called
+// again, for another write of the same records.
 func (s *spill) reader() (io.Reader, error) {
 	if s.file == nil {
-		return &s.mem, nil
+		return bytes.NewReader(s.mem.Bytes()), nil
 	}
 	if err := s.w.Flush(); err != nil {
 		return nil, fmt.Errorf("ingest: spill: %w", err)

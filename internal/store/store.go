@@ -47,6 +47,10 @@ var (
 	// lease expired and the row was reaped or claimed by another relay,
 	// or a directory lease (a Fence) passed to another replica.
 	ErrLeaseLost = errors.New("store: lease lost")
+	// ErrTransient: the ingestion was rolled back by a conflict with a
+	// concurrent one (a deadlock or serialization failure); nothing of it
+	// is recorded, and writing it again may succeed.
+	ErrTransient = errors.New("store: transient conflict with a concurrent ingestion")
 	ErrNotFound  = errors.New("store: not found")
 )
 

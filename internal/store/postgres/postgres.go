@@ -240,7 +240,7 @@ func (in *ingestion) maybeFlush(ctx context.Context) error {
 		err = cerr
 	}
 	in.batch, in.queued, in.bytes = &pgx.Batch{}, nil, 0
-	return err
+	return ingestErr(err)
 }
 
 // read collects the results of the queued statements, in order.
@@ -334,7 +334,7 @@ func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastEr
 		return nil, f.FailBeforeCommit
 	}
 	if err != nil {
-		return nil, fenceErr(err)
+		return nil, ingestErr(err)
 	}
 	return &in.result, nil
 }
@@ -673,11 +673,20 @@ func (s *Store) CheckLease(ctx context.Context, f store.Fence, _ time.Time) erro
 // fenceLost is the SQLSTATE ediwatch_check_fence raises.
 const fenceLost = "EW001"
 
-// fenceErr translates a refused fence into store.ErrLeaseLost.
-func fenceErr(err error) error {
+// ingestErr translates an ingestion's errors by SQLSTATE: a refused fence
+// into store.ErrLeaseLost; a deadlock or serialization failure (two
+// ingests inserting rows of the same ordering keys in opposite orders)
+// into store.ErrTransient, after which the whole ingestion may be written
+// again.
+func ingestErr(err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == fenceLost {
-		return fmt.Errorf("ingest: %s: %w", pe.Message, store.ErrLeaseLost)
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case fenceLost:
+			return fmt.Errorf("ingest: %s: %w", pe.Message, store.ErrLeaseLost)
+		case "40P01", "40001": // deadlock_detected, serialization_failure
+			return fmt.Errorf("ingest: %s (%s): %w", pe.Message, pe.Code, store.ErrTransient)
+		}
 	}
 	return err
 }

@@ -262,6 +262,7 @@ type candidate struct {
 	// identity check before an unclaimed file's marker is disposed of.
 	marker    Entry
 	hasMarker bool
+
 	prev     store.FileState
 	hasPrev  bool
 	postOnly bool

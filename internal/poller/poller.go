@@ -345,12 +345,13 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) 
 		c := candidate{e: e, ledger: e.Path, name: e.Name}
 		if m := claimName.FindStringSubmatch(e.Name); m != nil {
 			if file, ok := p.markedFile(m[1]); ok {
+				// A claimed done marker; alone, a crash cut its claim short.
 				if _, paired := present[file+claimSuffix+m[2]]; !paired && p.matches(file) {
 					p.handBackMarker(ctx, e.Path, path.Join(path.Dir(e.Path), m[1]))
 				}
 				continue
 			}
-			if p.isMarker(m[1]) || !p.matches(m[1]) {
+			if !p.matches(m[1]) {
 				continue // another source's claim
 			}
 			c.name, c.claimID, c.claimed = m[1], m[2], true

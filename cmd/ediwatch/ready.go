@@ -69,10 +69,11 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	io.WriteString(w, "ready\n")
 }
 
-// pollStall is how long a source's poll loop may go without a store call
-// before /readyz fails: a poll starts every poll_interval (±10%) and
-// renews its lease after each file, and a file's ingest ends within
-// store.ingest_timeout; the rest is margin for its download.
+// pollStall is how long a source's poll loop may go without progress
+// before /readyz fails: a poll starts every poll_interval (±10%) and lists
+// its directories, and a file's ingest ends within store.ingest_timeout;
+// the rest is margin for its download. (The lease it renews every third
+// of its TTL while a poll runs is no sign of progress.)
 func pollStall(cfg config.Config, s config.Source) time.Duration {
 	return max(time.Minute, 3*s.PollInterval.D()+cfg.Store.IngestTimeout.D())
 }
@@ -88,8 +89,11 @@ func relayStall(cfg config.Config) time.Duration {
 }
 
 // progressStore marks its loop's progress on every successful store call
-// a poll loop or the relay makes in its stride; everything else passes
-// through.
+// that shows a poll loop or the relay moving on: a listing diffed, a file
+// committed or recorded, a file post-processed, a lease found held by
+// another replica (a standby polls nothing and is ready), rows claimed or
+// completed. Taking or renewing a lease is not progress: a poll renews its
+// lease while a download hangs. Everything else passes through.
 type progressStore struct {
 	store.Store
 	p *progress
@@ -109,7 +113,32 @@ func (s progressStore) FileStates(ctx context.Context, source string, paths []st
 
 func (s progressStore) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error) {
 	tok, ok, err := s.Store.AcquireLease(ctx, name, holder, ttl, now)
+	if ok {
+		return tok, ok, err
+	}
 	return tok, ok, s.done(err)
+}
+
+func (s progressStore) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingestion, error) {
+	ing, err := s.Store.BeginIngest(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return progressIngestion{Ingestion: ing, p: s.p}, nil
+}
+
+// progressIngestion marks progress when its ingest commits.
+type progressIngestion struct {
+	store.Ingestion
+	p *progress
+}
+
+func (i progressIngestion) Commit(ctx context.Context, status store.FileStatus, lastError string) (*store.IngestResult, error) {
+	res, err := i.Ingestion.Commit(ctx, status, lastError)
+	if err == nil {
+		i.p.mark()
+	}
+	return res, err
 }
 
 func (s progressStore) RecordFileProblem(ctx context.Context, f store.FileInfo, status store.FileStatus, lastError string) (store.FileState, error) {

@@ -3,18 +3,28 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
 	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/sink"
+	"github.com/ediwatch/ediwatch/internal/source/local"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
 )
 
 // fakeClock is a clock tests move by hand.
@@ -92,8 +102,9 @@ type nopSink struct{}
 func (nopSink) Deliver(context.Context, store.OutboxRow, time.Time) sink.Result { return sink.Result{} }
 
 // TestLoopsMarkProgressThroughTheStore: the store calls a poll loop and the
-// relay make in their stride, and every delivery attempt, count as
-// progress; a failed call does not.
+// relay make in their stride (a lease found held by another replica among
+// them), and every delivery attempt, count as progress; a failed call
+// does not, nor does taking or renewing a lease.
 func TestLoopsMarkProgressThroughTheStore(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
@@ -108,10 +119,26 @@ func TestLoopsMarkProgressThroughTheStore(t *testing.T) {
 	r := &readiness{now: clk.now}
 	p := r.loop("x", time.Minute)
 	ps := progressStore{Store: st, p: p}
+	if _, ok, err := st.AcquireLease(ctx, "poll:s:/in", "other", 1000*time.Hour, clk.now()); err != nil || !ok {
+		t.Fatalf("lease: %v %v", ok, err)
+	}
 	calls := map[string]func() error{
 		"FileStates": func() error { _, err := ps.FileStates(ctx, "s", []string{"a"}); return err },
-		"AcquireLease": func() error {
-			_, _, err := ps.AcquireLease(ctx, "poll:s:/in", "h", time.Minute, clk.now())
+		"AcquireLease held by another replica": func() error {
+			_, ok, err := ps.AcquireLease(ctx, "poll:s:/in", "h", time.Minute, clk.now())
+			if ok {
+				t.Fatal("the lease held by another replica was taken")
+			}
+			return err
+		},
+		"Commit": func() error {
+			ing, err := ps.BeginIngest(ctx, store.FileInfo{Source: "s", Path: "c", Size: 1, MTime: clk.now(),
+				SHA256: "00", CorrelationID: "corr", Now: clk.now()})
+			if err != nil {
+				return err
+			}
+			defer ing.Rollback()
+			_, err = ing.Commit(ctx, store.FileRejected, "not x12")
 			return err
 		},
 		"MarkPostDone": func() error { return ps.MarkPostDone(ctx, "s", "a", clk.now()) },
@@ -139,12 +166,21 @@ func TestLoopsMarkProgressThroughTheStore(t *testing.T) {
 		}
 	}
 	clk.advance(time.Hour)
+	for range 2 { // taken, then renewed
+		if _, ok, err := ps.AcquireLease(ctx, "poll:s:/mine", "h", time.Minute, clk.now()); err != nil || !ok {
+			t.Fatalf("lease: %v %v", ok, err)
+		}
+	}
+	if p.idle() != time.Hour {
+		t.Errorf("taking or renewing a lease marked progress")
+	}
+	clk.advance(time.Hour)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := ps.FileStates(cancelled, "s", []string{"a"}); err == nil {
 		t.Fatal("a cancelled call succeeded")
 	}
-	if p.idle() != time.Hour {
+	if p.idle() != 2*time.Hour {
 		t.Errorf("a failed call marked progress")
 	}
 }
@@ -166,4 +202,82 @@ func TestStallThresholdsFollowIntervals(t *testing.T) {
 	if got := relayStall(cfg); got != time.Minute {
 		t.Errorf("relay stall without sinks %s", got)
 	}
+}
+
+// leaseCounter tells when a lease call has returned.
+type leaseCounter struct {
+	store.Store
+	renewed chan struct{}
+}
+
+func (s leaseCounter) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error) {
+	tok, ok, err := s.Store.AcquireLease(ctx, name, holder, ttl, now)
+	select {
+	case s.renewed <- struct{}{}:
+	default:
+	}
+	return tok, ok, err
+}
+
+// hangingSource is a drop whose downloads hang until their context ends,
+// as on a server that stopped answering.
+type hangingSource struct {
+	poller.Source
+	opened chan struct{}
+}
+
+func (h hangingSource) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	close(h.opened)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestReadyzFailsWhileAPollHangsInADownload: a poll stuck in a download
+// keeps renewing its directory lease; /readyz still turns 503 once the
+// poll loop has made no progress for longer than its threshold.
+func TestReadyzFailsWhileAPollHangsInADownload(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk := &fakeClock{t: time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)}
+	r := &readiness{now: clk.now, ping: func(context.Context) error { return nil }}
+	loop := r.loop("poll loop acme", 3*time.Minute)
+	drop := t.TempDir()
+	if err := os.WriteFile(filepath.Join(drop, "era.835"), []byte("ISA*"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := hangingSource{Source: local.Source{}, opened: make(chan struct{})}
+	counted := leaseCounter{Store: progressStore{Store: st, p: loop}, renewed: make(chan struct{})}
+	p := poller.New(poller.Config{Name: "acme", Directories: []string{drop}, PollInterval: time.Second,
+		LeaseTTL: 30 * time.Millisecond, SpoolDir: t.TempDir()}, src, counted, ingest.Options{Routes: storetest.Routes},
+		zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	if _, err := p.PollOnce(ctx); err != nil { // first listing: not stable yet
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.PollOnce(ctx)
+	}()
+	<-src.opened
+	if code, body := readyzStatus(t, r); code != 200 {
+		t.Fatalf("a download just begun: %d %s", code, body)
+	}
+	clk.advance(3*time.Minute + time.Second)
+	for range 3 { // the poll renews its lease while the download hangs
+		<-counted.renewed
+	}
+	code, body := readyzStatus(t, r)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "poll loop acme") {
+		t.Errorf("a poll hung in a download, its lease renewed: %d %q", code, body)
+	}
+	cancel()
+	<-done
 }

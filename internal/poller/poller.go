@@ -5,13 +5,20 @@
 // them into unlinked spool files with SHA-256 computed on the way, ingests
 // each in one transaction, and only then deletes or moves them.
 //
-// A file that will be deleted or moved is first claimed: renamed to a
-// processing name (NAME.ediwatch-<correlation id>) in its directory, so a
-// new file the partner uploads under the same name meanwhile is never
-// touched; a crash after the claim leaves the processing file, which the
-// next poll finishes. Where the server refuses the rename, the file's
-// identity is checked again right before it is deleted or moved, and a
-// changed file is left for the next poll.
+// A file that will be deleted or moved is first claimed: its done marker
+// (when configured), then the file, renamed to processing names
+// (NAME.done.ediwatch-<id>, NAME.ediwatch-<id>) in its directory, so a new
+// file or marker the partner uploads under the same names meanwhile is
+// never touched. The claimed file is then checked against the version
+// listed; another version is handed back (file, then marker) and left for
+// a later poll. A crash between the two claims (or the two hand-backs)
+// leaves a claimed marker alone, which the next poll hands back; a crash
+// after both leaves the pair, which the next poll finishes together. Where
+// the server refuses the rename, the file's and marker's identities are
+// checked again right before they are deleted or moved, and a changed one
+// is left for the next poll. Processing names are matched by their
+// original name's include and exclude, so sources sharing a directory
+// leave each other's claims alone.
 //
 // Each (source, directory) is polled by one replica at a time through a
 // store lease, renewed while the poll runs; the lease is a fence: its
@@ -69,7 +76,8 @@ type Config struct {
 	Holder string
 	// LeaseTTL is how long a directory lease lasts without renewal: the
 	// failover time when its holder dies (default 3 poll intervals, at
-	// least 10 s). The holder renews it at each poll and after each file.
+	// least 10 s). The holder takes it at each poll and renews it every
+	// third of the TTL while the poll runs.
 	LeaseTTL time.Duration
 	// SpoolDir holds spool files (default the system temp dir). They are
 	// unlinked as soon as created, so none survives a crash.
@@ -246,8 +254,15 @@ type candidate struct {
 	e      Entry  // the file as listed (a claimed file under its processing name)
 	ledger string // the path the ledger knows it by: its original path
 	name   string // its original base name
-	// claimed: e is a processing name this poller's kind renamed it to.
-	claimed  bool
+	// claimed: e is a processing name this poller's kind renamed it to;
+	// claimID is the id in it, which its claimed done marker shares.
+	claimed bool
+	claimID string
+	// marker is the file's done marker as listed (hasMarker), for the
+	// identity check before an unclaimed file's marker is disposed of.
+	marker    Entry
+	hasMarker bool
+
 	prev     store.FileState
 	hasPrev  bool
 	postOnly bool
@@ -320,19 +335,31 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) 
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "list").Inc()
 		return st, fmt.Errorf("list: %w", err)
 	}
-	present := make(map[string]bool, len(entries))
-	for _, e := range entries {
-		present[e.Name] = true
+	present := make(map[string]Entry, len(entries))
+	for i := range entries {
+		entries[i].MTime = entries[i].MTime.UTC().Truncate(time.Microsecond) // what the ledger can hold
+		present[entries[i].Name] = entries[i]
 	}
 	var matched []candidate
 	for _, e := range entries {
-		e.MTime = e.MTime.UTC().Truncate(time.Microsecond) // what the ledger can hold
 		c := candidate{e: e, ledger: e.Path, name: e.Name}
 		if m := claimName.FindStringSubmatch(e.Name); m != nil {
-			c.name, c.claimed = m[1], true
+			if file, ok := p.markedFile(m[1]); ok {
+				// A claimed done marker; alone, a crash cut its claim short.
+				if _, paired := present[file+claimSuffix+m[2]]; !paired && p.matches(file) {
+					p.handBackMarker(ctx, e.Path, path.Join(path.Dir(e.Path), m[1]))
+				}
+				continue
+			}
+			if !p.matches(m[1]) {
+				continue // another source's claim
+			}
+			c.name, c.claimID, c.claimed = m[1], m[2], true
 			c.ledger = path.Join(path.Dir(e.Path), c.name)
 		} else if p.isMarker(e.Name) || !p.matches(e.Name) {
 			continue
+		} else if p.cfg.DoneMarker != "" {
+			c.marker, c.hasMarker = present[p.marker(e.Name)]
 		}
 		matched = append(matched, c)
 	}
@@ -402,7 +429,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) 
 		case now.Sub(e.MTime) < p.cfg.MinAge:
 			skip("too_young")
 			continue
-		case !c.claimed && p.cfg.DoneMarker != "" && !present[p.marker(e.Name)]:
+		case !c.claimed && p.cfg.DoneMarker != "" && !c.hasMarker:
 			skip("no_marker")
 			continue
 		case o.incomplete && p.young(e):
@@ -455,11 +482,36 @@ func (p *Poller) marker(name string) string {
 
 // isMarker reports whether name has the form of a done marker.
 func (p *Poller) isMarker(name string) bool {
+	_, ok := p.markedFile(name)
+	return ok
+}
+
+// markedFile returns the name of the file whose done marker is named
+// name, and whether name has the form of a done marker.
+func (p *Poller) markedFile(name string) (string, bool) {
 	if p.cfg.DoneMarker == "" {
-		return false
+		return "", false
 	}
 	prefix, suffix, _ := strings.Cut(p.cfg.DoneMarker, "{name}")
-	return len(name) > len(prefix)+len(suffix) && strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix)
+	if len(name) > len(prefix)+len(suffix) && strings.HasPrefix(name, prefix) && strings.HasSuffix(name, suffix) {
+		return name[len(prefix) : len(name)-len(suffix)], true
+	}
+	return "", false
+}
+
+// handBackMarker renames a claimed done marker back to its name, unless a
+// marker of that name exists: then the claimed one belongs to a version
+// that is gone, and is deleted.
+func (p *Poller) handBackMarker(ctx context.Context, claimed, to string) {
+	ctx = context.WithoutCancel(ctx) // never leave a marker half handed back
+	err := p.src.Rename(ctx, claimed, to)
+	if errors.Is(err, os.ErrExist) {
+		err = p.src.Remove(ctx, claimed)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		p.m.PollErrors.WithLabelValues(p.cfg.Name, "claim").Inc()
+		p.log.Warn("claimed done marker not handed back; retried next poll", zap.String("marker", claimed), zap.Error(err))
+	}
 }
 
 // renew takes or extends the lease for this poller; it reports the token
@@ -517,29 +569,38 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		return st
 	}
 	// Claim first: what is downloaded, ingested and then deleted or moved
-	// is the claimed file, whatever the partner puts under its name
-	// meanwhile.
+	// is the claimed file and marker, whatever the partner puts under
+	// their names meanwhile.
 	claimedNow := false
 	if !c.claimed && p.cfg.After != "leave" {
-		switch got, err := p.claim(ctx, e, corr); {
+		got, err := p.claim(ctx, c, corr)
+		left := func(reason, msg string) Stats {
+			p.forget(dir, e.Path) // stable again before it is taken
+			st.Skipped++
+			p.m.FilesSkipped.WithLabelValues(p.cfg.Name, reason).Inc()
+			log.Info(msg)
+			return st
+		}
+		switch {
+		case err == nil:
+			c.claimed, c.claimID, claimedNow, e = true, corr, true, got
+		case errors.Is(err, errMarkerGone):
+			return left("no_marker", "done marker gone since listed; file left for a later poll")
+		case errors.Is(err, errReplaced):
+			return left("replaced", "file replaced since listed; handed back, taken on a later poll")
 		case errors.Is(err, os.ErrNotExist):
 			return vanished()
-		case err != nil:
-			if ctx.Err() != nil {
-				return st
-			}
+		case ctx.Err() != nil:
+			return st
+		case errors.Is(err, errClaimRefused):
 			// The server refuses the rename: post-processing re-checks the
 			// file's identity instead.
 			log.Debug("claim by rename refused; identity checked before post-processing", zap.Error(err))
-		case !got.Same(e):
-			// The name held another version by the time it was claimed; it
-			// is a processing file now, taken once stable.
-			p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "replaced").Inc()
-			log.Info("file replaced since listed; the new version is taken on a later poll")
+		default:
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "claim").Inc()
+			log.Warn("claim not verified; retried next poll", zap.Error(err))
 			st.Skipped++
 			return st
-		default:
-			c.claimed, claimedNow, e = true, true, got
 		}
 	}
 	if c.claimed {
@@ -573,8 +634,9 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		// partner resuming it finds it) and taken again when it changes or
 		// the grace has passed (then rejected as it is).
 		at := e.Path
-		if claimedNow && p.src.Rename(ctx, e.Path, c.e.Path) == nil {
+		if claimedNow && p.src.Rename(context.WithoutCancel(ctx), e.Path, c.e.Path) == nil {
 			at = c.e.Path
+			p.handBackClaimedMarker(ctx, c)
 		}
 		p.mu.Lock()
 		if o, ok := p.seen[dir][at]; ok && o.size == e.Size && o.mtime.Equal(e.MTime) {
@@ -586,10 +648,6 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "incomplete").Inc()
 		log.Info("last interchange has no IEA; left for a later poll", zap.Duration("incomplete_grace", p.cfg.IncompleteGrace))
 		return st
-	}
-	if claimedNow {
-		// The marker has done its work: the file is complete and claimed.
-		p.disposeMarker(ctx, dir, c.name, log)
 	}
 	res, err := ingest.File(ctx, p.ingest, store.FileInfo{Source: p.cfg.Name, Path: c.ledger, Size: n, MTime: e.MTime,
 		SHA256: sum, CorrelationID: corr, Now: p.now(), Fence: fence}, spool)
@@ -645,19 +703,71 @@ func (p *Poller) forget(dir, path string) {
 	p.mu.Unlock()
 }
 
-// claim renames the listed file e to its processing name and returns the
-// file it renamed, as it is there.
-func (p *Poller) claim(ctx context.Context, e Entry, corr string) (Entry, error) {
-	to := path.Join(path.Dir(e.Path), e.Name+claimSuffix+corr)
-	if err := p.src.Rename(ctx, e.Path, to); err != nil {
-		return Entry{}, err
+var (
+	// errMarkerGone: a file's done marker vanished between the listing
+	// and the claim (the partner is replacing the file, most likely).
+	errMarkerGone = errors.New("done marker gone since listed")
+	// errReplaced: the claimed file is not the version listed.
+	errReplaced = errors.New("file replaced since listed")
+	// errClaimRefused: the server refuses renames.
+	errClaimRefused = errors.New("claim by rename refused")
+)
+
+// claim claims the listed file c.e under id: its done marker first (when
+// configured: a marker claimed is one the partner wrote after the file it
+// marks, so the next upload's marker is never taken), then the file. It
+// returns the claimed file once checked to be the version listed. Any
+// error leaves nothing claimed (the claimed file, then its marker, is
+// handed back), except a claimed file that cannot be handed back (its name
+// holds a newer file already): it stays claimed with its marker and is
+// finished with it once stable.
+func (p *Poller) claim(ctx context.Context, c candidate, id string) (Entry, error) {
+	dir := path.Dir(c.e.Path)
+	if p.cfg.DoneMarker != "" {
+		m := path.Join(dir, p.marker(c.name))
+		if err := p.src.Rename(ctx, m, m+claimSuffix+id); errors.Is(err, os.ErrNotExist) {
+			return Entry{}, errMarkerGone
+		} else if err != nil {
+			return Entry{}, fmt.Errorf("%w: %w", errClaimRefused, err)
+		}
+	}
+	c.claimID = id
+	to := path.Join(dir, c.name+claimSuffix+id)
+	if err := p.src.Rename(ctx, c.e.Path, to); err != nil {
+		p.handBackClaimedMarker(ctx, c)
+		if errors.Is(err, os.ErrNotExist) {
+			return Entry{}, err
+		}
+		return Entry{}, fmt.Errorf("%w: %w", errClaimRefused, err)
 	}
 	got, err := p.src.Stat(ctx, to)
-	if err != nil {
-		return Entry{}, err
+	if err == nil {
+		got.MTime = got.MTime.UTC().Truncate(time.Microsecond)
+		if got.Same(c.e) {
+			return got, nil
+		}
+		err = errReplaced
 	}
-	got.MTime = got.MTime.UTC().Truncate(time.Microsecond)
-	return got, nil
+	// Not the version judged stable (or not known to be): hand it back
+	// under its name, for the partner to finish and a later poll to take.
+	switch back := p.src.Rename(context.WithoutCancel(ctx), to, c.e.Path); {
+	case back == nil || errors.Is(back, os.ErrNotExist):
+		p.handBackClaimedMarker(ctx, c)
+	default:
+		p.m.PollErrors.WithLabelValues(p.cfg.Name, "claim").Inc()
+		p.log.Warn("claimed file not handed back; finished with its marker once stable",
+			zap.String("path", c.ledger), zap.String("processing_path", to), zap.Error(back))
+	}
+	return Entry{}, fmt.Errorf("verify claim: %w", err)
+}
+
+// handBackClaimedMarker hands back the done marker claimed with c.
+func (p *Poller) handBackClaimedMarker(ctx context.Context, c candidate) {
+	if p.cfg.DoneMarker == "" {
+		return
+	}
+	m := path.Join(path.Dir(c.e.Path), p.marker(c.name))
+	p.handBackMarker(ctx, m+claimSuffix+c.claimID, m)
 }
 
 func isAlnum(b byte) bool {
@@ -816,21 +926,23 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence st
 			return false
 		}
 	}
-	var action string
-	var err error
-	switch {
-	case p.cfg.After == "delete":
-		action = "delete"
-		err = p.src.Remove(ctx, e.Path)
-	case strings.HasPrefix(p.cfg.After, "move:"):
+	action := "delete"
+	if p.cfg.After != "delete" {
 		action = "move"
-		err = p.move(ctx, e.Path, c.name, strings.TrimPrefix(p.cfg.After, "move:"))
 	}
-	if errors.Is(err, os.ErrNotExist) {
-		err = nil // already gone: another replica or the partner removed it
+	var err error
+	if c.claimed && p.cfg.DoneMarker != "" {
+		// The claimed marker goes first: a crash before the file goes
+		// leaves the processing file alone, finished by the next poll; a
+		// claimed marker alone would be handed back, for the next upload.
+		m := p.marker(c.name)
+		err = p.dispose(ctx, path.Join(path.Dir(e.Path), m+claimSuffix+c.claimID), m)
+	}
+	if err == nil {
+		err = p.dispose(ctx, e.Path, c.name)
 	}
 	if err == nil && !c.claimed {
-		p.disposeMarker(ctx, path.Dir(c.ledger), c.name, log)
+		p.disposeMarker(ctx, c, log)
 	}
 	if err == nil {
 		err = p.st.MarkPostDone(ctx, p.cfg.Name, c.ledger, p.now())
@@ -844,21 +956,40 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence st
 	return true
 }
 
-// disposeMarker deletes or moves the done marker of the file name in dir,
-// as post-processing does the file. A marker that is not there is fine.
-func (p *Poller) disposeMarker(ctx context.Context, dir, name string, log *zap.Logger) {
-	if p.cfg.DoneMarker == "" || p.cfg.After == "leave" {
-		return
-	}
-	m := path.Join(dir, p.marker(name))
+// dispose deletes or moves (as name) the file at from, as after: says. A
+// file that is not there is fine: another replica or the partner removed
+// it.
+func (p *Poller) dispose(ctx context.Context, from, name string) error {
 	var err error
 	if p.cfg.After == "delete" {
-		err = p.src.Remove(ctx, m)
+		err = p.src.Remove(ctx, from)
 	} else {
-		err = p.move(ctx, m, p.marker(name), strings.TrimPrefix(p.cfg.After, "move:"))
+		err = p.move(ctx, from, name, strings.TrimPrefix(p.cfg.After, "move:"))
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// disposeMarker deletes or moves the done marker of the unclaimed file c,
+// as post-processing does the file, if it is still the marker listed: one
+// written since belongs to the next upload under the name.
+func (p *Poller) disposeMarker(ctx context.Context, c candidate, log *zap.Logger) {
+	if !c.hasMarker {
+		return
+	}
+	cur, err := p.src.Stat(ctx, c.marker.Path)
+	if err == nil {
+		cur.MTime = cur.MTime.UTC().Truncate(time.Microsecond)
+		if !cur.Same(c.marker) {
+			log.Info("done marker rewritten since listed; left for the next upload", zap.String("marker", c.marker.Path))
+			return
+		}
+		err = p.dispose(ctx, c.marker.Path, c.marker.Name)
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		log.Warn("done marker not removed", zap.String("marker", m), zap.Error(err))
+		log.Warn("done marker not removed", zap.String("marker", c.marker.Path), zap.Error(err))
 	}
 }
 

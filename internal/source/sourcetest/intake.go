@@ -128,6 +128,7 @@ func RunIntake(t *testing.T, src poller.Source, newDrop func(t *testing.T) Drop)
 			h.empty(t)
 		})
 	}
+	runMarkerClaims(t, src, newDrop)
 	t.Run("CrashAfterClaimIsFinished", func(t *testing.T) {
 		d := newDrop(t)
 		// A poller claimed the file and died before its ingest committed.
@@ -215,6 +216,9 @@ type hooked struct {
 	onOpen       func() // at the download, before the claim
 	afterClaim   func() // right after the rename to a processing name
 	refuseClaims bool   // the server refuses renames (no claim possible)
+	// beforeRename and afterRename see every rename (and its result).
+	beforeRename func(from, to string)
+	afterRename  func(from, to string, err error)
 }
 
 func (h *hooked) Open(ctx context.Context, p string) (io.ReadCloser, error) {
@@ -230,7 +234,13 @@ func (h *hooked) Rename(ctx context.Context, from, to string) error {
 	if claim && h.refuseClaims {
 		return errors.New("permission denied")
 	}
+	if h.beforeRename != nil {
+		h.beforeRename(from, to)
+	}
 	err := h.Source.Rename(ctx, from, to)
+	if h.afterRename != nil {
+		h.afterRename(from, to, err)
+	}
 	if err == nil && claim && h.afterClaim != nil {
 		h.afterClaim()
 	}
@@ -280,4 +290,157 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// runMarkerClaims runs the scenarios of done markers claimed with their
+// files: a reused name's next upload and its marker, uploads that replace
+// a file between its listing and its claim, crashes between the claims,
+// and claims that belong to another source.
+func runMarkerClaims(t *testing.T, src poller.Source, newDrop func(t *testing.T) Drop) {
+	markers := func(c *poller.Config) { c.DoneMarker, c.After = "{name}.done", "delete" }
+	const id = ".ediwatch-0123456789abcdef0123"
+	isFileClaim := func(to string) bool {
+		return strings.HasPrefix(path.Base(to), "era.835.ediwatch-")
+	}
+	t.Run("ReusedNameKeepsNextUploadsDoneMarker", func(t *testing.T) {
+		d := newDrop(t)
+		write(t, d, "era.835", string(payment(30)))
+		write(t, d, "era.835.done", "")
+		next := payment(31)
+		var once sync.Once
+		hs := &hooked{Source: src, afterRename: func(_, to string, err error) {
+			if err == nil && isFileClaim(to) {
+				// While the claimed file downloads, the partner uploads the
+				// next one under the name, and its marker.
+				once.Do(func() {
+					replace(t, d, "era.835", next)
+					write(t, d, "era.835.done", "")
+				})
+			}
+		}}
+		h := newIntake(t, hs, d, markers)
+		h.polls(2)
+		if c := h.counts(); c.Inbox["processed"] != 1 {
+			t.Fatalf("first upload: %+v", c)
+		}
+		if b, err := os.ReadFile(filepath.Join(d.Local, "era.835.done")); err != nil || len(b) != 0 {
+			t.Fatalf("the next upload's done marker was taken: %v", err)
+		}
+		h.polls(3)
+		if c := h.counts(); c.Inbox["processed"] != 2 {
+			t.Errorf("the next upload was not taken with its own marker: %+v", c)
+		}
+		h.empty(t)
+	})
+	// The partner starts a new upload under the name between the listing
+	// and the claim.
+	for _, when := range []string{"RemovingItsMarker", "AfterTheMarkerClaim"} {
+		t.Run("UploadStartedBeforeClaimIsLeftToFinish"+when, func(t *testing.T) {
+			d := newDrop(t)
+			write(t, d, "era.835", string(payment(40)))
+			write(t, d, "era.835.done", "")
+			full := payment(41)
+			part := full[:len(full)/2]
+			var once sync.Once
+			hs := &hooked{Source: src, beforeRename: func(_, to string) {
+				// Before the first claim, or before the file's claim.
+				if when == "RemovingItsMarker" && strings.Contains(path.Base(to), ".ediwatch-") ||
+					when == "AfterTheMarkerClaim" && isFileClaim(to) {
+					once.Do(func() {
+						if when == "RemovingItsMarker" {
+							os.Remove(filepath.Join(d.Local, "era.835.done"))
+						}
+						replace(t, d, "era.835", part)
+					})
+				}
+			}}
+			h := newIntake(t, hs, d, markers)
+			h.polls(4)
+			if c := h.counts(); sum(c.Files)+sum(c.Inbox) != 0 {
+				t.Fatalf("an upload in progress was taken: %+v", c)
+			}
+			if b, err := os.ReadFile(filepath.Join(d.Local, "era.835")); err != nil || !bytes.Equal(b, part) {
+				t.Fatalf("the upload in progress is not under its name for the partner to finish: %v", err)
+			}
+			// The partner finishes its upload, then writes its marker.
+			replace(t, d, "era.835", full)
+			write(t, d, "era.835.done", "")
+			h.polls(3)
+			if c := h.counts(); c.Inbox["processed"] != 1 || c.Inbox["rejected"] != 0 || c.Files["ingested"] != 1 {
+				t.Errorf("the finished upload: %+v, want it taken whole", c)
+			}
+			h.empty(t)
+		})
+	}
+	t.Run("CrashBetweenMarkerAndFileClaimHandsTheMarkerBack", func(t *testing.T) {
+		d := newDrop(t)
+		// A poller claimed the marker and died before claiming the file.
+		write(t, d, "era.835", string(payment(50)))
+		write(t, d, "era.835.done"+id, "")
+		h := newIntake(t, src, d, markers)
+		h.polls(1)
+		if _, err := os.Stat(filepath.Join(d.Local, "era.835.done")); err != nil {
+			t.Fatalf("the claimed marker was not handed back: %v", err)
+		}
+		h.polls(3)
+		if c := h.counts(); c.Inbox["processed"] != 1 || sum(c.Files) != 1 {
+			t.Errorf("the file with its handed-back marker: %+v", c)
+		}
+		h.empty(t)
+	})
+	t.Run("CrashBetweenMarkerAndFileClaimDropsAStaleMarker", func(t *testing.T) {
+		d := newDrop(t)
+		// As above, and the partner has written the marker again since.
+		write(t, d, "era.835", string(payment(51)))
+		write(t, d, "era.835.done"+id, "stale")
+		write(t, d, "era.835.done", "")
+		h := newIntake(t, src, d, markers)
+		h.polls(4)
+		if c := h.counts(); c.Inbox["processed"] != 1 || sum(c.Files) != 1 {
+			t.Errorf("the file with its marker: %+v", c)
+		}
+		h.empty(t)
+	})
+	t.Run("CrashAfterBothClaimsFinishesThePair", func(t *testing.T) {
+		d := newDrop(t)
+		// A poller claimed marker and file and died before post-processing.
+		write(t, d, "era.835"+id, string(payment(52)))
+		write(t, d, "era.835.done"+id, "")
+		h := newIntake(t, src, d, markers)
+		h.polls(3)
+		if c := h.counts(); c.Inbox["processed"] != 1 || sum(c.Files) != 1 {
+			t.Fatalf("the claimed pair: %+v", c)
+		}
+		h.empty(t)
+		// The next upload under the name waits for its own marker.
+		write(t, d, "era.835", string(payment(53)))
+		h.polls(3)
+		if c := h.counts(); c.Inbox["processed"] != 1 {
+			t.Fatalf("the next upload was taken before its marker: %+v", c)
+		}
+		write(t, d, "era.835.done", "")
+		h.polls(3)
+		if c := h.counts(); c.Inbox["processed"] != 2 {
+			t.Errorf("the next upload with its marker: %+v", c)
+		}
+		h.empty(t)
+	})
+	t.Run("ClaimsOfAnotherSourceAreLeftAlone", func(t *testing.T) {
+		d := newDrop(t)
+		// Another source on the directory, taking *.837, has claimed a
+		// file and its marker, and only the marker of another.
+		write(t, d, "claims.837"+id, string(payment(54)))
+		write(t, d, "claims.837.done"+id, "")
+		write(t, d, "other.837.done"+id, "")
+		h := newIntake(t, src, d, markers)
+		h.polls(3)
+		if c := h.counts(); sum(c.Files)+sum(c.Inbox) != 0 {
+			t.Errorf("took another source's claim: %+v", c)
+		}
+		for _, name := range []string{"claims.837" + id, "claims.837.done" + id, "other.837.done" + id} {
+			if _, err := os.Stat(filepath.Join(d.Local, name)); err != nil {
+				t.Errorf("another source's claim was touched: %v", err)
+			}
+		}
+	})
 }

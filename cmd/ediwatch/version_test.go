@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -32,6 +33,15 @@ func TestVersionNamesTheRevision(t *testing.T) {
 	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Fatalf("git rev-parse HEAD (the tests run in a git checkout): %v", err)
+	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(strings.TrimSpace(string(top)), ".git")); err == nil && !fi.IsDir() {
+		// go build stamps VCS information only where .git is a directory;
+		// a clone (as CI makes) always has one.
+		t.Skip("a linked git worktree: go build records no VCS information here")
 	}
 	bin := filepath.Join(t.TempDir(), "ediwatch")
 	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {

@@ -12,8 +12,9 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
-	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 )
 
@@ -89,7 +90,7 @@ func TestReadyzFailsWhenStoreUnreachable(t *testing.T) {
 
 type nopSink struct{}
 
-func (nopSink) Deliver(context.Context, store.OutboxRow, time.Time) sink.Result { return sink.Result{} }
+func (nopSink) Deliver(context.Context, sink.Message, time.Time) sink.Result { return sink.Result{} }
 
 // TestLoopsMarkProgressThroughTheStore: the store calls a poll loop and the
 // relay make in their stride, and every delivery attempt, count as
@@ -116,16 +117,16 @@ func TestLoopsMarkProgressThroughTheStore(t *testing.T) {
 		},
 		"MarkPostDone": func() error { return ps.MarkPostDone(ctx, "s", "a", clk.now()) },
 		"RecordFileProblem": func() error {
-			_, err := ps.RecordFileProblem(ctx, store.FileInfo{Source: "s", Path: "b", Now: clk.now()}, store.FileRetrying, "x")
+			_, err := ps.RecordFileProblem(ctx, inbox.FileInfo{Source: "s", Path: "b", Now: clk.now()}, inbox.FileRetrying, "x")
 			return err
 		},
 		"Claim": func() error { _, err := ps.Claim(ctx, clk.now(), nil, 1, time.Minute); return err },
 		"CompleteMany": func() error {
-			_, err := ps.CompleteMany(ctx, []store.Completion{{ID: 1, Token: "t"}}, clk.now())
+			_, err := ps.CompleteMany(ctx, []outbox.Completion{{ID: 1, Token: "t"}}, clk.now())
 			return err
 		},
 		"Deliver": func() error {
-			progressSink{Deliverer: nopSink{}, p: p}.Deliver(ctx, store.OutboxRow{}, clk.now())
+			progressSink{Deliverer: nopSink{}, p: p}.Deliver(ctx, sink.Message{}, clk.now())
 			return nil
 		},
 	}

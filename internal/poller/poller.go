@@ -40,16 +40,16 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 // Store is what the poller needs of the store.
 type Store interface {
-	store.Ledger
+	inbox.Ledger
 	store.Leases
-	store.Ingester
+	inbox.Ingester
 }
 
 // Config is one source's polling configuration.
@@ -100,7 +100,7 @@ type Poller struct {
 	cfg    Config
 	src    Source
 	st     Store
-	ingest ingest.Options
+	ingest inbox.Options
 	log    *zap.Logger
 	m      *metrics.Metrics
 	now    func() time.Time
@@ -121,7 +121,7 @@ type observation struct {
 }
 
 // New returns a poller for src. ing.Store is set to st.
-func New(cfg Config, src Source, st Store, ing ingest.Options, log *zap.Logger, m *metrics.Metrics) *Poller {
+func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m *metrics.Metrics) *Poller {
 	if len(cfg.Include) == 0 {
 		cfg.Include = []string{"*"}
 	}
@@ -248,7 +248,7 @@ type candidate struct {
 	name   string // its original base name
 	// claimed: e is a processing name this poller's kind renamed it to.
 	claimed  bool
-	prev     store.FileState
+	prev     inbox.FileState
 	hasPrev  bool
 	postOnly bool
 }
@@ -274,7 +274,7 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	} else if !ok {
 		return st, nil // another replica polls this directory
 	}
-	fence := store.Fence{Name: lease, Token: token}
+	fence := inbox.Fence{Name: lease, Token: token}
 	ctx, cancel := context.WithCancelCause(ctx)
 	heartbeat := make(chan struct{})
 	defer func() { <-heartbeat }()
@@ -289,7 +289,7 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 
 // keepLease renews the lease every third of its TTL while the poll runs;
 // when a renewal fails or finds the lease gone, it stops the poll.
-func (p *Poller) keepLease(ctx context.Context, f store.Fence, cancel context.CancelCauseFunc, done chan struct{}) {
+func (p *Poller) keepLease(ctx context.Context, f inbox.Fence, cancel context.CancelCauseFunc, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(max(p.cfg.LeaseTTL/3, time.Millisecond))
 	defer t.Stop()
@@ -313,7 +313,7 @@ func (p *Poller) keepLease(ctx context.Context, f store.Fence, cancel context.Ca
 	}
 }
 
-func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) (Stats, error) {
+func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) (Stats, error) {
 	var st Stats
 	entries, err := p.src.List(ctx, dir)
 	if err != nil {
@@ -360,30 +360,30 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) 
 		e := c.e
 		prev, has := states[c.ledger]
 		same := has && prev.Size == e.Size && prev.MTime.Equal(e.MTime)
-		if same && prev.Status == store.FileIngested && prev.PostDone && p.cfg.After != "leave" {
+		if same && prev.Status == inbox.FileIngested && prev.PostDone && p.cfg.After != "leave" {
 			// Post-processing removed the version the ledger describes, so
 			// this one is another version with the same size and mtime.
 			same = false
 		}
 		switch {
-		case same && (prev.Status == store.FileIngested || prev.Status == store.FileRejected):
-			if prev.Status == store.FileIngested && p.cfg.After != "leave" && !prev.PostDone {
+		case same && (prev.Status == inbox.FileIngested || prev.Status == inbox.FileRejected):
+			if prev.Status == inbox.FileIngested && p.cfg.After != "leave" && !prev.PostDone {
 				c.prev, c.hasPrev, c.postOnly = prev, true, true
 				todo = append(todo, c)
 			} else {
 				skip("final")
 			}
 			continue
-		case same && prev.Status == store.FileFailed:
+		case same && prev.Status == inbox.FileFailed:
 			skip("failed")
 			continue
-		case same && prev.Status == store.FileRetrying && now.Before(prev.UpdatedAt.Add(p.retryDelay(prev.Attempts))):
+		case same && prev.Status == inbox.FileRetrying && now.Before(prev.UpdatedAt.Add(p.retryDelay(prev.Attempts))):
 			skip("backoff")
 			next[e.Path] = obs[e.Path]
 			continue
 		}
 		if e.Size > p.cfg.MaxFileSize {
-			p.record(ctx, c.ledger, e, store.FileRejected, fmt.Sprintf("larger than max_file_size (%d > %d bytes)", e.Size, p.cfg.MaxFileSize))
+			p.record(ctx, c.ledger, e, inbox.FileRejected, fmt.Sprintf("larger than max_file_size (%d > %d bytes)", e.Size, p.cfg.MaxFileSize))
 			p.m.FilesFailed.WithLabelValues(p.cfg.Name, "too_large").Inc()
 			st.Failed++
 			continue
@@ -501,7 +501,7 @@ func (p *Poller) retryDelay(attempts int) time.Duration {
 }
 
 // take claims, downloads, ingests and post-processes one file.
-func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.Fence) Stats {
+func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.Fence) Stats {
 	var st Stats
 	e := c.e
 	// A fresh correlation id per arrival, also for a file claimed by an
@@ -591,7 +591,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		// The marker has done its work: the file is complete and claimed.
 		p.disposeMarker(ctx, dir, c.name, log)
 	}
-	res, err := ingest.File(ctx, p.ingest, store.FileInfo{Source: p.cfg.Name, Path: c.ledger, Size: n, MTime: e.MTime,
+	res, err := inbox.Ingest(ctx, p.ingest, inbox.FileInfo{Source: p.cfg.Name, Path: c.ledger, Size: n, MTime: e.MTime,
 		SHA256: sum, CorrelationID: corr, Now: p.now(), Fence: fence}, spool)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -609,24 +609,24 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 	}
 	st.Ingested++
 	fields := []zap.Field{zap.String("sha256", sum), zap.Bool("x12", res.X12)}
-	for _, o := range []store.Outcome{store.Processed, store.Duplicate, store.BusinessDuplicate, store.Conflict, store.Rejected} {
+	for _, o := range []inbox.Outcome{inbox.Processed, inbox.Duplicate, inbox.BusinessDuplicate, inbox.Conflict, inbox.Rejected} {
 		if n := res.Count(o); n > 0 {
 			p.m.Sets.WithLabelValues(string(o)).Add(float64(n))
 			fields = append(fields, zap.Int(string(o), n))
 		}
 	}
 	for _, s := range res.Sets {
-		if s.Unbalanced && s.Outcome == store.Processed {
+		if s.Unbalanced && s.Outcome == inbox.Processed {
 			p.m.Unbalanced.Inc()
 		}
 		switch {
-		case s.Outcome == store.Conflict && len(s.ConflictKeys) > 0:
+		case s.Outcome == inbox.Conflict && len(s.ConflictKeys) > 0:
 			// Effect keys name payer and trace, or a digest of a claim's
 			// identity: no patient data.
 			log.Warn("effect conflict: an effect key already posted with other content; not posted",
 				zap.String("key", s.Key), zap.Strings("conflicting_effects", s.ConflictKeys),
 				zap.String("original_correlation_id", s.OriginalCorrelationID))
-		case s.Outcome == store.Conflict:
+		case s.Outcome == inbox.Conflict:
 			log.Warn("key conflict: same envelope key, other content; quarantined", zap.String("key", s.Key),
 				zap.String("original_correlation_id", s.OriginalCorrelationID))
 		}
@@ -760,12 +760,12 @@ func (c *capWriter) Write(b []byte) (int, error) {
 // after MaxAttempts, failed for good.
 func (p *Poller) fail(ctx context.Context, c candidate, stage string, err error, log *zap.Logger) {
 	attempts := 1
-	if c.hasPrev && c.prev.Status == store.FileRetrying {
+	if c.hasPrev && c.prev.Status == inbox.FileRetrying {
 		attempts = c.prev.Attempts + 1
 	}
-	status := store.FileRetrying
+	status := inbox.FileRetrying
 	if attempts >= p.cfg.MaxAttempts {
-		status = store.FileFailed
+		status = inbox.FileFailed
 		p.m.FilesFailed.WithLabelValues(p.cfg.Name, "gave_up").Inc()
 	}
 	p.m.FilesFailed.WithLabelValues(p.cfg.Name, stage).Inc()
@@ -776,8 +776,8 @@ func (p *Poller) fail(ctx context.Context, c candidate, stage string, err error,
 }
 
 // record writes the ledger row of the file e, known as ledger.
-func (p *Poller) record(ctx context.Context, ledger string, e Entry, status store.FileStatus, msg string) {
-	if _, err := p.st.RecordFileProblem(ctx, store.FileInfo{Source: p.cfg.Name, Path: ledger, Size: e.Size,
+func (p *Poller) record(ctx context.Context, ledger string, e Entry, status inbox.FileStatus, msg string) {
+	if _, err := p.st.RecordFileProblem(ctx, inbox.FileInfo{Source: p.cfg.Name, Path: ledger, Size: e.Size,
 		MTime: e.MTime, Now: p.now()}, status, msg); err != nil {
 		p.log.Error("ledger write failed", zap.String("path", ledger), zap.Error(err))
 	}
@@ -789,7 +789,7 @@ func (p *Poller) record(ctx context.Context, ledger string, e Entry, status stor
 // unclaimed one is checked again (size, mtime, identity) right before and
 // left for the next poll when it changed. A failure is counted and
 // retried on a later poll; the file is never ingested again for it.
-func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence store.Fence) bool {
+func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence inbox.Fence) bool {
 	if p.cfg.After == "leave" {
 		return false
 	}

@@ -1,4 +1,4 @@
-// Package sink delivers outbox rows to HTTP endpoints under ediwatch's
+// Package sink delivers messages (outbox rows, as the relay gives them) to HTTP endpoints under ediwatch's
 // delivery contract: a CloudEvents 1.0 JSON body (or the raw X12 of an
 // acknowledgment), an Idempotency-Key that is the effect key on every
 // attempt, Standard Webhooks signatures, traceparent and X-Correlation-ID.
@@ -26,9 +26,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ediwatch/ediwatch/internal/store"
 )
+
+// Message is what one delivery sends: an outbox row as the relay hands it
+// over.
+type Message struct {
+	// EffectKey names the effect on every attempt (the Idempotency-Key).
+	EffectKey string
+	// Kind is the effect kind (payment.posted, ack.999, ...).
+	Kind          string
+	CorrelationID string
+	Payload       json.RawMessage
+	// CreatedAt is when the effect was recorded (the event time).
+	CreatedAt time.Time
+}
 
 // Outcome is what a delivery attempt decided.
 type Outcome int
@@ -144,8 +155,8 @@ type event struct {
 	Data            json.RawMessage `json:"data"`
 }
 
-// Body returns the request body and content type for a row.
-func (h *HTTP) Body(row store.OutboxRow) ([]byte, string, error) {
+// Body returns the request body and content type for a message.
+func (h *HTTP) Body(row Message) ([]byte, string, error) {
 	if h.cfg.Raw && strings.HasPrefix(row.Kind, "ack.") {
 		var a struct {
 			X12 string `json:"x12"`
@@ -187,7 +198,7 @@ const excerptLen = 256
 
 // Deliver makes one attempt at row. It never returns the request body or
 // the row's payload in Result.
-func (h *HTTP) Deliver(ctx context.Context, row store.OutboxRow, now time.Time) Result {
+func (h *HTTP) Deliver(ctx context.Context, row Message, now time.Time) Result {
 	body, ctype, err := h.Body(row)
 	if err != nil {
 		return Result{Outcome: Dead, Err: err.Error()}

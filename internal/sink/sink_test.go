@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -37,7 +35,7 @@ func TestNetworkErrorRedactsURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := h.Deliver(context.Background(), store.OutboxRow{EffectKey: "k", Kind: "payment.posted", Payload: []byte(`{}`)}, time.Now())
+	res := h.Deliver(context.Background(), Message{EffectKey: "k", Kind: "payment.posted", Payload: []byte(`{}`)}, time.Now())
 	if res.Outcome != Retry || strings.Contains(res.Err, "hunter") || strings.Contains(res.Err, "bob") || !strings.Contains(res.Err, addr) {
 		t.Errorf("%v: %q", res.Outcome, res.Err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
@@ -106,12 +106,12 @@ func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r, err := ingest.File(ictx, ingest.Options{Store: bs, Routes: storetest.Routes},
-						store.FileInfo{Source: "pool", Path: fmt.Sprintf("big%d.835", i), Size: int64(buf.Len()),
+					r, err := inbox.Ingest(ictx, inbox.Options{Store: bs, Routes: storetest.Routes},
+						inbox.FileInfo{Source: "pool", Path: fmt.Sprintf("big%d.835", i), Size: int64(buf.Len()),
 							SHA256: fmt.Sprintf("sha%d", i), CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()},
 						bytes.NewReader(buf.Bytes()))
-					if err == nil && (r.Count(store.Processed) != 2*flushAtRows || len(r.AckKeys) != 1) {
-						err = fmt.Errorf("processed %d, acks %d", r.Count(store.Processed), len(r.AckKeys))
+					if err == nil && (r.Count(inbox.Processed) != 2*flushAtRows || len(r.AckKeys) != 1) {
+						err = fmt.Errorf("processed %d, acks %d", r.Count(inbox.Processed), len(r.AckKeys))
 					}
 					errs[i] = err
 				}()
@@ -138,9 +138,9 @@ func TestIngestDeadlineWhenPoolExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := storetest.Fixture(t, "835_canonical.x12")
-	file := func() (*ingest.Result, error) {
-		return ingest.File(ctx, ingest.Options{Store: s, Routes: storetest.Routes, Timeout: 300 * time.Millisecond},
-			store.FileInfo{Source: "pool", Path: "a.835", Size: int64(len(data)), SHA256: "a",
+	file := func() (*inbox.Report, error) {
+		return inbox.Ingest(ctx, inbox.Options{Store: s, Routes: storetest.Routes, Timeout: 300 * time.Millisecond},
+			inbox.FileInfo{Source: "pool", Path: "a.835", Size: int64(len(data)), SHA256: "a",
 				CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()}, bytes.NewReader(data))
 	}
 	if _, err := file(); !errors.Is(err, context.DeadlineExceeded) {
@@ -148,7 +148,7 @@ func TestIngestDeadlineWhenPoolExhausted(t *testing.T) {
 	}
 	held.Release()
 	r, err := file()
-	if err != nil || r.Count(store.Processed) != 1 {
+	if err != nil || r.Count(inbox.Processed) != 1 {
 		t.Fatalf("after release: %v %+v", err, r)
 	}
 }

@@ -1,4 +1,4 @@
-package ingest_test
+package inbox_test
 
 import (
 	"bytes"
@@ -12,7 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -47,7 +48,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	})
 }
 
-func mustIngest(t *testing.T, s store.Store, path string, data []byte) *ingest.Result {
+func mustIngest(t *testing.T, s store.Store, path string, data []byte) *inbox.Report {
 	t.Helper()
 	r, err := storetest.Ingest(t, s, path, data)
 	if err != nil {
@@ -58,10 +59,10 @@ func mustIngest(t *testing.T, s store.Store, path string, data []byte) *ingest.R
 
 // deliver claims and completes the due rows of sink until none is left,
 // and returns them in the batches the relay would have got them in.
-func deliver(t *testing.T, s store.Store, sink string) [][]store.OutboxRow {
+func deliver(t *testing.T, s store.Store, sink string) [][]outbox.Row {
 	t.Helper()
 	ctx := context.Background()
-	var batches [][]store.OutboxRow
+	var batches [][]outbox.Row
 	for {
 		rows, err := s.Claim(ctx, t0, []string{sink}, 100, time.Minute)
 		if err != nil {
@@ -79,8 +80,8 @@ func deliver(t *testing.T, s store.Store, sink string) [][]store.OutboxRow {
 	}
 }
 
-func flat(batches [][]store.OutboxRow) []store.OutboxRow {
-	var out []store.OutboxRow
+func flat(batches [][]outbox.Row) []outbox.Row {
+	var out []outbox.Row
 	for _, b := range batches {
 		out = append(out, b...)
 	}
@@ -88,7 +89,7 @@ func flat(batches [][]store.OutboxRow) []store.OutboxRow {
 }
 
 // ackX12 returns the X12 of an acknowledgment row.
-func ackX12(t *testing.T, r store.OutboxRow) string {
+func ackX12(t *testing.T, r outbox.Row) string {
 	t.Helper()
 	var ev process.AckEvent
 	if err := json.Unmarshal(r.Payload, &ev); err != nil {
@@ -109,11 +110,11 @@ func TestStalledUploadThenCompletePostsOnce(t *testing.T) {
 		full := canonical(t)
 		stalled := full[:bytes.Index(full, []byte("GE*1*101~"))]
 		first := mustIngest(t, s, "ERA835.txt", stalled)
-		if first.Count(store.Rejected) != 1 || !strings.Contains(first.Sets[0].Reason, "iea_missing") {
+		if first.Count(inbox.Rejected) != 1 || !strings.Contains(first.Sets[0].Reason, "iea_missing") {
 			t.Fatalf("stalled upload: %+v", first.Sets)
 		}
 		second := mustIngest(t, s, "ERA835.txt", full)
-		if o := second.Sets[0]; o.Outcome != store.Processed || o.Key != first.Sets[0].Key ||
+		if o := second.Sets[0]; o.Outcome != inbox.Processed || o.Key != first.Sets[0].Key ||
 			!slices.Equal(o.EffectKeys, []string{"payment:1512345678:EFT0001"}) {
 			t.Fatalf("complete file after the stalled one: %+v, want processed with one payment", second.Sets)
 		}
@@ -133,7 +134,7 @@ func TestStalledUploadThenCompletePostsOnce(t *testing.T) {
 		if payments := flat(deliver(t, s, "ledger")); len(payments) != 1 {
 			t.Errorf("%d payments delivered, want 1", len(payments))
 		}
-		if again := mustIngest(t, s, "copy.txt", full); again.Count(store.Duplicate) != 1 || len(again.AckKeys) != 0 {
+		if again := mustIngest(t, s, "copy.txt", full); again.Count(inbox.Duplicate) != 1 || len(again.AckKeys) != 0 {
 			t.Errorf("the complete file once more: %+v %v", again.Sets, again.AckKeys)
 		}
 		c, _ := s.Counts(context.Background())
@@ -159,11 +160,11 @@ func TestCorrectedEnvelopeErrorIsProcessed(t *testing.T) {
 		t.Run(strings.TrimSuffix(fixture, ".x12"), func(t *testing.T) {
 			eachStore(t, func(t *testing.T, s store.Store) {
 				bad := mustIngest(t, s, "ERA.835", storetest.Fixture(t, fixture))
-				if bad.Count(store.Rejected) != 1 || len(bad.AckKeys) != 1 {
+				if bad.Count(inbox.Rejected) != 1 || len(bad.AckKeys) != 1 {
 					t.Fatalf("bad file: %+v %v", bad.Sets, bad.AckKeys)
 				}
 				fixed := mustIngest(t, s, "ERA.835", canonical(t))
-				if fixed.Count(store.Processed) != 1 || len(fixed.Sets[0].EffectKeys) != 1 {
+				if fixed.Count(inbox.Processed) != 1 || len(fixed.Sets[0].EffectKeys) != 1 {
 					t.Fatalf("corrected file: %+v, want processed with its payment", fixed.Sets)
 				}
 				if len(fixed.AckKeys) != 1 || fixed.AckKeys[0] == bad.AckKeys[0] {
@@ -198,16 +199,16 @@ func otherControl(data []byte, ctl string) []byte {
 func TestSamePaymentOtherAmountIsConflict(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		first := mustIngest(t, s, "a.835", canonical(t))
-		if first.Count(store.Processed) != 1 {
+		if first.Count(inbox.Processed) != 1 {
 			t.Fatalf("first: %+v", first.Sets)
 		}
 		other := bytes.Replace(otherControl(canonical(t), "303"), []byte("BPR*I*150.00"), []byte("BPR*I*175.00"), 1)
 		r := mustIngest(t, s, "b.835", other)
-		if o := r.Sets[0]; o.Outcome != store.Conflict || len(o.EffectKeys) != 0 ||
+		if o := r.Sets[0]; o.Outcome != inbox.Conflict || len(o.EffectKeys) != 0 ||
 			!slices.Equal(o.ConflictKeys, []string{"payment:1512345678:EFT0001"}) {
 			t.Fatalf("same payment number, other amount: %+v, want a conflict", r.Sets)
 		}
-		if regen := mustIngest(t, s, "c.835", otherControl(canonical(t), "404")); regen.Count(store.BusinessDuplicate) != 1 {
+		if regen := mustIngest(t, s, "c.835", otherControl(canonical(t), "404")); regen.Count(inbox.BusinessDuplicate) != 1 {
 			t.Errorf("regenerated under new control numbers: %+v, want a business duplicate", regen.Sets)
 		}
 		payments := flat(deliver(t, s, "ledger"))
@@ -245,7 +246,7 @@ func claims(c x12gen.Claims) []byte {
 }
 
 // claimFreq returns the frequency code of a claim.received row.
-func claimFreq(t *testing.T, r store.OutboxRow) string {
+func claimFreq(t *testing.T, r outbox.Row) string {
 	var ev process.ClaimEvent
 	if err := json.Unmarshal(r.Payload, &ev); err != nil {
 		t.Fatal(err)
@@ -260,17 +261,17 @@ func claimFreq(t *testing.T, r store.OutboxRow) string {
 func TestRebatchedClaimIsBusinessDuplicate(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		orig := mustIngest(t, s, "claims-1.x12", claims(x12gen.Claims{Control: 1, Claims: 2, IDPrefix: "PCN-"}))
-		if orig.Count(store.Processed) != 1 || len(orig.Sets[0].EffectKeys) != 2 {
+		if orig.Count(inbox.Processed) != 1 || len(orig.Sets[0].EffectKeys) != 2 {
 			t.Fatalf("original: %+v", orig.Sets)
 		}
 		rebatched := mustIngest(t, s, "claims-2.x12", claims(x12gen.Claims{Control: 2, Claims: 2, IDPrefix: "PCN-"}))
-		if rebatched.Count(store.BusinessDuplicate) != 1 {
+		if rebatched.Count(inbox.BusinessDuplicate) != 1 {
 			t.Errorf("re-batched under new control numbers: %+v, want a business duplicate", rebatched.Sets)
 		}
 		changed := bytes.Replace(claims(x12gen.Claims{Control: 3, Claims: 2, IDPrefix: "PCN-"}),
 			[]byte("CLM*PCN-1*150.00"), []byte("CLM*PCN-1*175.00"), 1)
 		r := mustIngest(t, s, "claims-3.x12", changed)
-		if o := r.Sets[0]; o.Outcome != store.Conflict || len(o.ConflictKeys) != 1 || o.ConflictKeys[0] != orig.Sets[0].EffectKeys[0] {
+		if o := r.Sets[0]; o.Outcome != inbox.Conflict || len(o.ConflictKeys) != 1 || o.ConflictKeys[0] != orig.Sets[0].EffectKeys[0] {
 			t.Errorf("same claim identity, other charge: %+v, want a conflict on the first claim", r.Sets)
 		}
 		rows := flat(deliver(t, s, "ledger"))
@@ -294,7 +295,7 @@ func TestReplacementAndVoidFollowTheOriginal(t *testing.T) {
 		for i, freq := range []string{"1", "7", "8"} {
 			r := mustIngest(t, s, "claims-"+freq+".x12", claims(x12gen.Claims{Control: 10 + i, Claims: 2,
 				IDPrefix: "PCN-", Frequency: freq}))
-			if r.Count(store.Processed) != 1 || len(r.Sets[0].EffectKeys) != 2 {
+			if r.Count(inbox.Processed) != 1 || len(r.Sets[0].EffectKeys) != 2 {
 				t.Fatalf("frequency %s: %+v, want two new claims", freq, r.Sets)
 			}
 			keys = append(keys, r.Sets[0].EffectKeys...)

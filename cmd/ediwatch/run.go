@@ -167,16 +167,21 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	})
 	g.Go(func() error { return d.relay.Run(gctx) })
 	if l, ok := st.(interface {
-		Listen(context.Context, func()) error
+		Listen(context.Context, func(), func(error, time.Duration)) error
 	}); ok {
-		g.Go(func() error { return l.Listen(gctx, d.relay.Wake) })
+		llog := log.Named("listen")
+		g.Go(func() error {
+			return l.Listen(gctx, d.relay.Wake, func(err error, retryIn time.Duration) {
+				llog.Warn("outbox notifications lost; reconnecting", zap.Error(err), zap.Duration("retry_in", retryIn))
+			})
+		})
 	}
 	for _, p := range d.pollers {
 		g.Go(func() error { return p.Run(gctx) })
 	}
 	pruner := &outbox.Pruner{Store: st, Keys: cfg.Retention.Keys.D(), Holder: store.NewHolderID(), Log: log.Named("maintenance")}
 	g.Go(func() error { return pruner.Run(gctx) })
-	gauges := &outbox.Gauges{Store: st, Metrics: m, Every: 15 * time.Second,
+	gauges := &outbox.Gauges{Store: st, Metrics: m, Log: log.Named("gauges"), Every: 15 * time.Second,
 		Divergent: func(ctx context.Context, now time.Time) (bool, error) {
 			rep, err := reconcile.Run(ctx, st, now.Add(-24*time.Hour), time.Hour, now)
 			if err != nil {

@@ -59,15 +59,7 @@ type Report struct {
 }
 
 // Count returns how many sets had the outcome.
-func (r *Report) Count(o Outcome) int {
-	n := 0
-	for _, s := range r.Sets {
-		if s.Outcome == o {
-			n++
-		}
-	}
-	return n
-}
+func (r *Report) Count(o Outcome) int { return count(r.Sets, o) }
 
 // ControlNumberStore allocates control numbers; store.Store does.
 type ControlNumberStore interface {

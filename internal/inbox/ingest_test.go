@@ -72,7 +72,7 @@ func deliver(t *testing.T, s store.Store, sink string) [][]outbox.Row {
 			return batches
 		}
 		for _, r := range rows {
-			if err := s.Complete(ctx, r.ID, r.LeaseToken, t0, 200); err != nil {
+			if err := storetest.Complete(ctx, s, r.ID, r.LeaseToken, t0, 200); err != nil {
 				t.Fatal(err)
 			}
 		}

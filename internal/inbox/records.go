@@ -46,10 +46,6 @@ type FileInfo struct {
 	// Commit refuses (ErrLeaseLost) and records nothing when the lease no
 	// longer has Fence.Token.
 	Fence Fence
-	// FailBeforeCommit, when set, makes Commit perform every write and
-	// then fail with this error instead of committing. For tests that
-	// prove a failed ingest leaves nothing behind.
-	FailBeforeCommit error
 }
 
 // SetRecord is one transaction set to claim.
@@ -102,10 +98,15 @@ type IngestResult struct {
 }
 
 // Count returns how many sets had the outcome.
-func (r *IngestResult) Count(o Outcome) int {
+func (r *IngestResult) Count(o Outcome) int { return count(r.Sets, o) }
+
+func (s SetResult) outcome() Outcome { return s.Outcome }
+
+// count returns how many of sets had the outcome o.
+func count[S interface{ outcome() Outcome }](sets []S, o Outcome) int {
 	n := 0
-	for _, s := range r.Sets {
-		if s.Outcome == o {
+	for _, s := range sets {
+		if s.outcome() == o {
 			n++
 		}
 	}

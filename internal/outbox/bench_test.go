@@ -111,7 +111,7 @@ func BenchmarkRelayVsPgbench(b *testing.B) {
 			zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 		ldone := make(chan struct{}, 2)
 		go func() { lr.Run(lctx); ldone <- struct{}{} }()
-		go func() { st.Listen(lctx, lr.Wake); ldone <- struct{}{} }()
+		go func() { st.Listen(lctx, lr.Wake, nil); ldone <- struct{}{} }()
 		time.Sleep(300 * time.Millisecond)
 		var lat []time.Duration
 		base := storetest.Fixture(b, "835_canonical.x12")

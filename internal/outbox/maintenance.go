@@ -50,6 +50,9 @@ func (p *Pruner) Run(ctx context.Context) error {
 		t.Reset(time.Hour)
 		at := now()
 		if _, ok, err := p.Store.AcquireLease(ctx, MaintenanceLease, p.Holder, 2*time.Hour, at); err != nil || !ok {
+			if err != nil && ctx.Err() == nil {
+				p.Log.Warn("maintenance lease failed", zap.Error(err))
+			}
 			continue
 		}
 		n, err := p.Store.Prune(ctx, at.Add(-p.Keys), 1000)
@@ -75,7 +78,9 @@ type Gauges struct {
 	// Divergent reports whether reconciliation at now finds a divergence.
 	Divergent func(ctx context.Context, now time.Time) (bool, error)
 	Metrics   *metrics.Metrics
-	Every     time.Duration
+	// Log is told when the store cannot be read.
+	Log   *zap.Logger
+	Every time.Duration
 	// Now is the clock (default time.Now, in UTC).
 	Now func() time.Time
 }
@@ -91,6 +96,8 @@ func (g *Gauges) Run(ctx context.Context) error {
 		if i%20 == 0 {
 			if div, err := g.Divergent(ctx, now()); err == nil {
 				m.Divergence.Set(map[bool]float64{false: 0, true: 1}[div])
+			} else if ctx.Err() == nil {
+				g.Log.Warn("reconciliation for the divergence gauge failed", zap.Error(err))
 			}
 		}
 		if stats, err := g.Store.Stats(ctx, now()); err == nil {
@@ -99,6 +106,8 @@ func (g *Gauges) Run(ctx context.Context) error {
 				m.OutboxDead.WithLabelValues(s.Sink).Set(float64(s.Dead))
 				m.OutboxOldestPending.WithLabelValues(s.Sink).Set(s.OldestPending.Seconds())
 			}
+		} else if ctx.Err() == nil {
+			g.Log.Warn("outbox stats for the gauges failed", zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():

@@ -38,7 +38,7 @@ func TestNotifyWakesTheRelay(t *testing.T) {
 	r := outbox.NewRelay(outbox.RelayConfig{Workers: 2, Idle: time.Minute}, st,
 		map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 	go func() { r.Run(ctx); stopped <- struct{}{} }()
-	go func() { st.Listen(ctx, r.Wake); stopped <- struct{}{} }()
+	go func() { st.Listen(ctx, r.Wake, nil); stopped <- struct{}{} }()
 	time.Sleep(300 * time.Millisecond) // both workers idle, the listener up
 	if _, err := storetest.IngestNow(t, st, "n.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
 		t.Fatal(err)

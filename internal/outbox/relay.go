@@ -11,16 +11,15 @@ package outbox
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"math/big"
 	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 
+	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/sink"
 )
@@ -82,37 +81,46 @@ type Relay struct {
 
 var errRetryable = errors.New("retryable delivery failure")
 
+// DefaultRelayConfig returns the values NewRelay gives the fields of a
+// RelayConfig left zero; the configuration's relay defaults are these.
+func DefaultRelayConfig() RelayConfig {
+	return RelayConfig{Workers: 8, Batch: 16, MaxAttempts: 25, BackoffBase: 2 * time.Second, BackoffMax: time.Hour,
+		MaxAge: 72 * time.Hour, Lease: time.Minute, Idle: 500 * time.Millisecond, BreakerFailures: 5,
+		BreakerTimeout: 30 * time.Second}
+}
+
 // NewRelay returns a relay over ob delivering to sinks by name.
 func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Logger, m *metrics.Metrics) *Relay {
+	d := DefaultRelayConfig()
 	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+		cfg.Workers = d.Workers
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 16
+		cfg.Batch = d.Batch
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 25
+		cfg.MaxAttempts = d.MaxAttempts
 	}
 	if cfg.BackoffBase <= 0 {
-		cfg.BackoffBase = 2 * time.Second
+		cfg.BackoffBase = d.BackoffBase
 	}
 	if cfg.BackoffMax <= 0 {
-		cfg.BackoffMax = time.Hour
+		cfg.BackoffMax = d.BackoffMax
 	}
 	if cfg.MaxAge <= 0 {
-		cfg.MaxAge = 72 * time.Hour
+		cfg.MaxAge = d.MaxAge
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = time.Minute
+		cfg.Lease = d.Lease
 	}
 	if cfg.Idle <= 0 {
-		cfg.Idle = 500 * time.Millisecond
+		cfg.Idle = d.Idle
 	}
 	if cfg.BreakerFailures == 0 {
-		cfg.BreakerFailures = 5
+		cfg.BreakerFailures = d.BreakerFailures
 	}
 	if cfg.BreakerTimeout <= 0 {
-		cfg.BreakerTimeout = 30 * time.Second
+		cfg.BreakerTimeout = d.BreakerTimeout
 	}
 	r := &Relay{cfg: cfg, ob: ob, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
 		log: log, m: m, now: func() time.Time { return time.Now().UTC() }, wake: make(chan struct{}, 1)}
@@ -434,7 +442,7 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 	}
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		// The sink is down: wait without burning an attempt.
-		at := now.Add(jitter(r.cfg.BreakerTimeout))
+		at := now.Add(backoff.Between(r.cfg.BreakerTimeout, 2*r.cfg.BreakerTimeout))
 		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
 		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
 		return false
@@ -455,7 +463,7 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 			r.dead(ctx, row, fail, log)
 			return false
 		}
-		at := now.Add(max(backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, row.Attempts), res.RetryAfter))
+		at := now.Add(max(backoff.Full(r.cfg.BackoffBase, r.cfg.BackoffMax, row.Attempts), res.RetryAfter))
 		if at.Sub(ageFrom) > r.cfg.MaxAge {
 			fail.Error = "max_age would be exceeded; last error: " + res.Err
 			r.dead(ctx, row, fail, log)
@@ -490,27 +498,4 @@ func (r *Relay) fence(err error, log *zap.Logger) bool {
 		log.Error("outbox update failed; the row returns after its lease expires", zap.Error(err))
 	}
 	return false
-}
-
-// backoff is exponential in the attempts made, capped, with full jitter.
-func backoff(base, limit time.Duration, attempts int) time.Duration {
-	d := base << min(max(attempts-1, 0), 30)
-	if d <= 0 || d > limit {
-		d = limit
-	}
-	return randDuration(d)
-}
-
-// jitter returns a duration between d and 2d.
-func jitter(d time.Duration) time.Duration { return d + randDuration(d) }
-
-func randDuration(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(d)+1))
-	if err != nil {
-		return d
-	}
-	return time.Duration(n.Int64())
 }

@@ -2,9 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -69,24 +66,13 @@ func (rc *receiver) got() []*recorded {
 	return append([]*recorded(nil), rc.requests...)
 }
 
-// verifySignature checks a Standard Webhooks signature the way the spec
-// describes it, written apart from the sink's code.
+// verifySignature checks a Standard Webhooks signature with sink.Verify
+// (itself checked against the specification's test vector in package sink).
 func verifySignature(t *testing.T, r *recorded) {
 	t.Helper()
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-	if err != nil {
-		t.Fatal(err)
+	if !sink.Verify(secret, r.header, r.body) {
+		t.Errorf("no valid signature in %q", r.header.Get("webhook-signature"))
 	}
-	content := r.header.Get("webhook-id") + "." + r.header.Get("webhook-timestamp") + "." + string(r.body)
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte(content))
-	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	for _, sig := range strings.Fields(r.header.Get("webhook-signature")) {
-		if hmac.Equal([]byte(sig), []byte(want)) {
-			return
-		}
-	}
-	t.Errorf("no valid signature in %q", r.header.Get("webhook-signature"))
 }
 
 type harness struct {

@@ -143,8 +143,6 @@ type Store interface {
 	// owns them, or they were finished), which are left as they are. A
 	// relay calls it while a batch is in flight so no lease lapses.
 	ExtendLeases(ctx context.Context, held []Held, now time.Time, lease time.Duration) (lost []int64, err error)
-	// Complete marks a claimed row delivered (httpStatus recorded).
-	Complete(ctx context.Context, id int64, token string, now time.Time, httpStatus int) error
 	// CompleteMany marks several claimed rows delivered in one statement,
 	// each fenced by its own token; it returns the ids whose lease was
 	// lost (those rows are left as they are).

@@ -23,13 +23,11 @@ package poller
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"path"
 	"regexp"
@@ -40,6 +38,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -94,6 +93,14 @@ type Config struct {
 // DefaultIncompleteGrace is the IncompleteGrace of a zero Config.
 const DefaultIncompleteGrace = 10 * time.Minute
 
+// Defaults returns the values New gives the fields of a Config left zero;
+// the configuration's source defaults are these.
+func Defaults() Config {
+	return Config{Include: []string{"*"}, After: "leave", MaxFilesPerPoll: 1000, MaxFileSize: 1 << 30,
+		MaxAttempts: 5, Downloads: 4, RetryBase: 10 * time.Second, RetryMax: time.Hour,
+		IncompleteGrace: DefaultIncompleteGrace}
+}
+
 // Poller polls one source. Run it with Run; PollOnce is for tests and
 // tools. It is not safe for concurrent polls of itself.
 type Poller struct {
@@ -122,38 +129,39 @@ type observation struct {
 
 // New returns a poller for src. ing.Store is set to st.
 func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m *metrics.Metrics) *Poller {
+	d := Defaults()
 	if len(cfg.Include) == 0 {
-		cfg.Include = []string{"*"}
+		cfg.Include = d.Include
 	}
 	if cfg.After == "" {
-		cfg.After = "leave"
+		cfg.After = d.After
 	}
 	if cfg.MaxFilesPerPoll <= 0 {
-		cfg.MaxFilesPerPoll = 1000
+		cfg.MaxFilesPerPoll = d.MaxFilesPerPoll
 	}
 	if cfg.MaxFileSize <= 0 {
-		cfg.MaxFileSize = 1 << 30
+		cfg.MaxFileSize = d.MaxFileSize
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 5
+		cfg.MaxAttempts = d.MaxAttempts
 	}
 	if cfg.Downloads <= 0 {
-		cfg.Downloads = 4
+		cfg.Downloads = d.Downloads
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = max(3*cfg.PollInterval, 10*time.Second)
 	}
 	if cfg.RetryBase <= 0 {
-		cfg.RetryBase = 10 * time.Second
+		cfg.RetryBase = d.RetryBase
 	}
 	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = time.Hour
+		cfg.RetryMax = d.RetryMax
 	}
 	if cfg.Holder == "" {
 		cfg.Holder = store.NewHolderID()
 	}
 	if cfg.IncompleteGrace == 0 {
-		cfg.IncompleteGrace = DefaultIncompleteGrace
+		cfg.IncompleteGrace = d.IncompleteGrace
 	}
 	ing.Store = st
 	return &Poller{cfg: cfg, src: src, st: st, ingest: ing, log: log.With(zap.String("source", cfg.Name)), m: m,
@@ -179,7 +187,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		}
 		p.log.Debug("polled", zap.Int("listed", st.Listed), zap.Int("downloaded", st.Downloaded),
 			zap.Int("ingested", st.Ingested), zap.Int("skipped", st.Skipped), zap.Int("failed", st.Failed))
-		t.Reset(jitter(p.cfg.PollInterval))
+		t.Reset(tenPercentAround(p.cfg.PollInterval))
 	}
 }
 
@@ -199,17 +207,19 @@ func (p *Poller) releaseLeases() {
 	}
 }
 
-// jitter returns d ± 10%.
-func jitter(d time.Duration) time.Duration {
+// tenPercentAround returns a random duration within d ± 10%, so replicas
+// polling one drop spread out.
+func tenPercentAround(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(d/5)+1))
-	if err != nil {
-		return d
-	}
-	return d - d/10 + time.Duration(n.Int64())
+	return backoff.Between(d-d/10, d+d/10)
 }
+
+// SetClock replaces the clock the poller reads (stable_for, min_age,
+// incomplete_grace, leases and the times it records), as the relay's
+// SetClock does: tests move time instead of waiting.
+func (p *Poller) SetClock(now func() time.Time) { p.now = now }
 
 // Stats counts what one poll did.
 type Stats struct {
@@ -493,11 +503,7 @@ func (p *Poller) matches(name string) bool {
 
 // retryDelay is the backoff before attempt attempts+1 at a failed file.
 func (p *Poller) retryDelay(attempts int) time.Duration {
-	d := p.cfg.RetryBase << min(max(attempts-1, 0), 30)
-	if d <= 0 || d > p.cfg.RetryMax {
-		d = p.cfg.RetryMax
-	}
-	return d
+	return backoff.Capped(p.cfg.RetryBase, p.cfg.RetryMax, attempts)
 }
 
 // take claims, downloads, ingests and post-processes one file.

@@ -395,3 +395,21 @@ func TestCleanStopReleasesLeases(t *testing.T) {
 		t.Error("the lease was not released on a clean stop")
 	}
 }
+
+// TestMinAgeFollowsTheInjectedClock: the poller reads time from its clock,
+// so moving the clock ages a file past min_age without waiting.
+func TestMinAgeFollowsTheInjectedClock(t *testing.T) {
+	dir := t.TempDir()
+	put(t, dir, "a.835", storetest.Fixture(t, "835_canonical.x12"))
+	h := newHarness(t, local.Source{}, []string{dir}, func(c *poller.Config) { c.MinAge = time.Hour })
+	now := time.Now().UTC()
+	h.p.SetClock(func() time.Time { return now })
+	h.poll(t)
+	if st := h.poll(t); st.Downloaded != 0 {
+		t.Fatalf("took a file younger than min_age: %+v", st)
+	}
+	now = now.Add(2 * time.Hour)
+	if st := h.poll(t); st.Ingested != 1 {
+		t.Errorf("a file aged past min_age by the clock: %+v", st)
+	}
+}

@@ -94,6 +94,9 @@ type Config struct {
 	Client *http.Client
 }
 
+// DefaultTimeout is the Timeout of a Config that sets none.
+const DefaultTimeout = 30 * time.Second
+
 // HTTP is a sink. It is safe for concurrent use.
 type HTTP struct {
 	cfg  Config
@@ -103,7 +106,7 @@ type HTTP struct {
 // New checks the configuration and decodes the secrets.
 func New(cfg Config) (*HTTP, error) {
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 30 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Client == nil {
 		// Keep enough idle connections for every relay worker: the default
@@ -182,6 +185,28 @@ func (h *HTTP) Sign(id string, ts int64, body []byte) string {
 		sigs = append(sigs, "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil)))
 	}
 	return strings.Join(sigs, " ")
+}
+
+// Verify reports whether a request with header h and body holds a valid
+// Standard Webhooks signature under secret ("whsec_<base64>"): one of the
+// webhook-signature values is v1 and the HMAC-SHA256 of webhook-id,
+// webhook-timestamp and body. It is what a receiver checks (the demo's
+// receiver, the tests'); it does not check the timestamp's age.
+func Verify(secret string, h http.Header, body []byte) bool {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(strings.TrimSpace(secret), "whsec_"))
+	if err != nil || len(key) == 0 {
+		return false
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(h.Get("webhook-id") + "." + h.Get("webhook-timestamp") + "."))
+	m.Write(body)
+	want := []byte("v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
+		if hmac.Equal([]byte(sig), want) {
+			return true
+		}
+	}
+	return false
 }
 
 // traceparent carries the file's trace: the trace id derives from the

@@ -188,6 +188,24 @@ type Store interface {
 	Close()
 }
 
+// failBeforeCommitKey is the context key of FailBeforeCommit.
+type failBeforeCommitKey struct{}
+
+// FailBeforeCommit returns a context under which an ingestion's Commit
+// performs every write and then fails with err instead of committing. It
+// is for the conformance suite, which proves a failed ingest leaves
+// nothing behind; drivers read it with InjectedCommitFailure.
+func FailBeforeCommit(ctx context.Context, err error) context.Context {
+	return context.WithValue(ctx, failBeforeCommitKey{}, err)
+}
+
+// InjectedCommitFailure returns the error FailBeforeCommit put in ctx, nil
+// when none.
+func InjectedCommitFailure(ctx context.Context) error {
+	err, _ := ctx.Value(failBeforeCommitKey{}).(error)
+	return err
+}
+
 // NewToken returns a random lease token.
 func NewToken() string {
 	var b [16]byte

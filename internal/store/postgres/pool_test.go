@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -85,7 +86,7 @@ func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
 			lwg.Add(1)
 			go func() {
 				defer lwg.Done()
-				s.Listen(ctx, func() { once.Do(func() { close(listening) }) })
+				s.Listen(ctx, func() { once.Do(func() { close(listening) }) }, nil)
 			}()
 			defer func() { cancel(); lwg.Wait() }()
 			<-listening
@@ -150,5 +151,36 @@ func TestIngestDeadlineWhenPoolExhausted(t *testing.T) {
 	r, err := file()
 	if err != nil || r.Count(inbox.Processed) != 1 {
 		t.Fatalf("after release: %v %+v", err, r)
+	}
+}
+
+// TestListenReportsWhyItReconnects: when its connection cannot be had,
+// Listen tells onError why and when it retries, instead of dropping the
+// error.
+func TestListenReportsWhyItReconnects(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close() // every Acquire now fails
+	s := &Store{pool: pool}
+	var errs []error
+	var waits []time.Duration
+	err = s.Listen(ctx, func() {}, func(err error, retryIn time.Duration) {
+		errs, waits = append(errs, err), append(waits, retryIn)
+		if len(errs) == 2 {
+			cancel()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 2 || errs[0] == nil || errs[1] == nil {
+		t.Fatalf("onError got %v, want two connection errors", errs)
+	}
+	if waits[0] != 100*time.Millisecond || waits[1] != 200*time.Millisecond {
+		t.Errorf("retries in %v, want 100ms then 200ms", waits)
 	}
 }

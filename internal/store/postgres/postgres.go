@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -308,7 +309,8 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 	// in a transaction is delivered at commit, never on rollback).
 	in.batch.Queue("SELECT pg_notify($1, '')", NotifyChannel)
 	in.queued = append(in.queued, queued{kind: "exec", key: "notify"})
-	if f.FailBeforeCommit != nil {
+	injected := store.InjectedCommitFailure(ctx)
+	if injected != nil {
 		// Every write is queued; this fails the transaction before commit.
 		in.batch.Queue("SELECT 1/0")
 		in.queued = append(in.queued, queued{kind: "exec", key: "injected failure"})
@@ -332,8 +334,8 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		}
 		in.release()
 	}
-	if f.FailBeforeCommit != nil && err != nil {
-		return nil, f.FailBeforeCommit
+	if injected != nil && err != nil {
+		return nil, injected
 	}
 	if err != nil {
 		return nil, fenceErr(err)
@@ -390,20 +392,23 @@ const NotifyChannel = "ediwatch_outbox"
 // Listen calls wake whenever an ingest commits, until ctx is cancelled. It
 // holds one connection, and reconnects with backoff when it drops; a wake
 // is sent after each reconnect, since notifications may have been missed.
-func (s *Store) Listen(ctx context.Context, wake func()) error {
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
+// onError, when set, is told why the connection dropped and when Listen
+// reconnects.
+func (s *Store) Listen(ctx context.Context, wake func(), onError func(err error, retryIn time.Duration)) error {
+	for failures := 1; ctx.Err() == nil; failures++ {
 		err := s.listenOnce(ctx, wake)
 		if ctx.Err() != nil {
 			return nil
+		}
+		delay := backoff.Capped(100*time.Millisecond, 10*time.Second, failures)
+		if onError != nil {
+			onError(err, delay)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 10*time.Second)
-		_ = err
 	}
 	return nil
 }
@@ -468,13 +473,6 @@ func (s *Store) fenced(ctx context.Context, sql string, args ...any) error {
 		return store.ErrLeaseLost
 	}
 	return nil
-}
-
-// Complete implements outbox.Store.
-func (s *Store) Complete(ctx context.Context, id int64, token string, now time.Time, status int) error {
-	return s.fenced(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
-		last_status = $3, last_error = '', delivered_at = $4, updated_at = $4
-		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, status, now)
 }
 
 // CompleteMany implements outbox.Store.
@@ -776,6 +774,9 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		f.Parsed = append(f.Parsed, p)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
 	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, payload FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= $1`, since)
 	if err != nil {
@@ -792,6 +793,9 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		f.Enqueued = append(f.Enqueued, e)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
 	rows, err = s.pool.Query(ctx, `SELECT source, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), status, count(*)
 		FROM remote_file WHERE updated_at >= $1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, since)
 	if err != nil {
@@ -806,6 +810,9 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		f.Files = append(f.Files, d)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('pending', 'inflight') AND created_at < $1),
 		count(*) FILTER (WHERE status = 'dead') FROM outbox`, stuckBefore).Scan(&f.Stuck, &f.Dead)
 	if err != nil {

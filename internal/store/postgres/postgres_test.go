@@ -142,7 +142,7 @@ func TestDeliveryOrderIsCommitOrder(t *testing.T) {
 		}
 		for _, r := range rows {
 			delivered = append(delivered, r.EffectKey)
-			if err := s.Complete(ctx, r.ID, r.LeaseToken, time.Unix(1, 0), 200); err != nil {
+			if err := storetest.Complete(ctx, s, r.ID, r.LeaseToken, time.Unix(1, 0), 200); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -173,6 +173,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		applied[v] = true
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
 	for _, f := range files {
 		name := strings.TrimPrefix(f, "sqlite/")
 		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
@@ -416,8 +419,8 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		f.CorrelationID, now, now); err != nil {
 		return nil, fmt.Errorf("ingest: ledger: %w", err)
 	}
-	if f.FailBeforeCommit != nil {
-		return nil, f.FailBeforeCommit
+	if injected := store.InjectedCommitFailure(ctx); injected != nil {
+		return nil, injected
 	}
 	if err := in.tx.Commit(); err != nil {
 		return nil, fmt.Errorf("ingest: commit: %w", err)
@@ -504,13 +507,6 @@ func (s *Store) fenced(ctx context.Context, q string, args ...any) error {
 		return store.ErrLeaseLost
 	}
 	return nil
-}
-
-// Complete implements outbox.Store.
-func (s *Store) Complete(ctx context.Context, id int64, token string, now time.Time, status int) error {
-	return s.fenced(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
-		last_status = ?, last_error = '', delivered_at = ?, updated_at = ?
-		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, status, us(now), us(now), id, token)
 }
 
 // CompleteMany implements outbox.Store: one transaction, one commit.
@@ -822,6 +818,9 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		f.Parsed = append(f.Parsed, p)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
 	rows, err = s.db.QueryContext(ctx, `SELECT effect_key, status, payload FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= ?`, us(since))
 	if err != nil {
@@ -838,6 +837,9 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		f.Enqueued = append(f.Enqueued, e)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
 	rows, err = s.db.QueryContext(ctx, `SELECT source, strftime('%Y-%m-%d', created_at / 1000000, 'unixepoch'), status, count(*)
 		FROM remote_file WHERE updated_at >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, us(since))
 	if err != nil {
@@ -852,6 +854,9 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		f.Files = append(f.Files, d)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return f, err
+	}
 	err = s.db.QueryRowContext(ctx, `SELECT coalesce(sum(status IN ('pending', 'inflight') AND created_at < ?), 0),
 		coalesce(sum(status = 'dead'), 0) FROM outbox`, us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
 	if err != nil {

@@ -158,7 +158,7 @@ func TestParseHoldsNoWriteLock(t *testing.T) {
 		done <- err
 	}()
 	<-r.reached
-	if err := other.Complete(ctx, rows[0].ID, rows[0].LeaseToken, now, 200); err != nil {
+	if err := storetest.Complete(ctx, other, rows[0].ID, rows[0].LeaseToken, now, 200); err != nil {
 		t.Errorf("relay completion during the parse: %v", err)
 	}
 	if _, ok, err := other.AcquireLease(ctx, "source:big", "other", time.Minute, now); err != nil || !ok {

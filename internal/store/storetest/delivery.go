@@ -14,6 +14,19 @@ import (
 
 // addEffects commits one file whose only rows are effects (inserted as
 // acknowledgments are: no inbox key).
+// Complete marks one claimed row delivered through CompleteMany: it
+// returns store.ErrLeaseLost when the row's lease was lost.
+func Complete(ctx context.Context, s outbox.Store, id int64, token string, now time.Time, httpStatus int) error {
+	lost, err := s.CompleteMany(ctx, []outbox.Completion{{ID: id, Token: token, HTTPStatus: httpStatus}}, now)
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return store.ErrLeaseLost
+	}
+	return nil
+}
+
 func addEffects(t *testing.T, s store.Store, path string, effects ...outbox.Effect) {
 	t.Helper()
 	ctx := context.Background()
@@ -65,7 +78,7 @@ func testExtendLeasesFenced(t *testing.T, s store.Store) {
 	if lost, _ := s.ExtendLeases(ctx, []outbox.Held{{ID: b.ID, Token: b.LeaseToken}}, t0.Add(16*time.Second), time.Minute); len(lost) != 1 {
 		t.Errorf("the first holder extended a row another claimer holds")
 	}
-	if err := s.Complete(ctx, a.ID, a.LeaseToken, t0.Add(16*time.Second), 200); err != nil {
+	if err := Complete(ctx, s, a.ID, a.LeaseToken, t0.Add(16*time.Second), 200); err != nil {
 		t.Fatal(err)
 	}
 	if lost, _ := s.ExtendLeases(ctx, []outbox.Held{{ID: a.ID, Token: a.LeaseToken}}, t0.Add(16*time.Second), time.Minute); len(lost) != 1 {
@@ -98,7 +111,7 @@ func testOrderIsPerSink(t *testing.T, s store.Store) {
 	for _, r := range rows {
 		if r.EffectKey == "k1" {
 			s.Retry(ctx, r.ID, r.LeaseToken, t0, t0, outbox.Failure{HTTPStatus: 503, Error: "HTTP 503"})
-		} else if err := s.Complete(ctx, r.ID, r.LeaseToken, t0, 200); err != nil {
+		} else if err := Complete(ctx, s, r.ID, r.LeaseToken, t0, 200); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -281,8 +281,9 @@ func testNotX12(t *testing.T, s store.Store) {
 func testFailureBeforeCommit(t *testing.T, s store.Store) {
 	data := Fixture(t, "multi_interchange.x12")
 	boom := errors.New("injected")
-	_, err := inbox.Ingest(context.Background(), inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "test", Path: "x", Size: 1, MTime: t0, SHA256: "x",
-		CorrelationID: "c", Now: t0, FailBeforeCommit: boom}, bytes.NewReader(data))
+	_, err := inbox.Ingest(store.FailBeforeCommit(context.Background(), boom), inbox.Options{Store: s, Routes: Routes},
+		inbox.FileInfo{Source: "test", Path: "x", Size: 1, MTime: t0, SHA256: "x", CorrelationID: "c", Now: t0},
+		bytes.NewReader(data))
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the injected failure", err)
 	}
@@ -338,16 +339,16 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 	if err != nil || len(rows) != 1 || rows[0].LeaseToken == old.LeaseToken || rows[0].Attempts != 2 {
 		t.Fatalf("reclaim: %+v %v", rows, err)
 	}
-	if err := s.Complete(ctx, old.ID, old.LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
+	if err := Complete(ctx, s, old.ID, old.LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("complete with an expired lease: %v, want ErrLeaseLost", err)
 	}
 	if err := s.Retry(ctx, old.ID, old.LeaseToken, later, later, outbox.Failure{HTTPStatus: 500, Error: "x"}); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("retry with an expired lease: %v", err)
 	}
-	if err := s.Complete(ctx, rows[0].ID, rows[0].LeaseToken, later, 200); err != nil {
+	if err := Complete(ctx, s, rows[0].ID, rows[0].LeaseToken, later, 200); err != nil {
 		t.Errorf("complete by the holder: %v", err)
 	}
-	if err := s.Complete(ctx, rows[0].ID, rows[0].LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
+	if err := Complete(ctx, s, rows[0].ID, rows[0].LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("second complete: %v", err)
 	}
 	if got, _ := s.GetOutbox(ctx, old.ID); got.Status != outbox.StatusDelivered {
@@ -430,7 +431,7 @@ func testOrderingKey(t *testing.T, s store.Store) {
 				delivered = append(delivered, rows[0].ID)
 				inflight--
 				mu.Unlock()
-				if err := s.Complete(ctx, rows[0].ID, rows[0].LeaseToken, t0, 200); err != nil {
+				if err := Complete(ctx, s, rows[0].ID, rows[0].LeaseToken, t0, 200); err != nil {
 					t.Error(err)
 				}
 			}
@@ -667,7 +668,7 @@ func testPrune(t *testing.T, s store.Store) {
 			s.Dead(ctx, r.ID, r.LeaseToken, t0, outbox.Failure{HTTPStatus: 400, Error: "x"})
 			continue
 		}
-		s.Complete(ctx, r.ID, r.LeaseToken, t0, 200)
+		Complete(ctx, s, r.ID, r.LeaseToken, t0, 200)
 	}
 	if n, err := s.Prune(ctx, t0, 2); err != nil || n != 0 {
 		t.Fatalf("prune of nothing old: %d %v", n, err)

@@ -18,7 +18,9 @@ import (
 
 type statsFunc func(ctx context.Context, now time.Time) ([]outbox.SinkStats, error)
 
-func (f statsFunc) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, error) { return f(ctx, now) }
+func (f statsFunc) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, error) {
+	return f(ctx, now)
+}
 
 // runGauges runs g for one round, answered by stats; the second round
 // stops it.

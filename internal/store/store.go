@@ -113,7 +113,8 @@ type Counts struct {
 	Files     map[string]int // by ledger status
 }
 
-// Rows is the part of a driver's result set that CollectCounts reads.
+// Rows is the part of a driver's result set that CollectCounts and
+// CollectRows read.
 type Rows interface {
 	Next() bool
 	Scan(dest ...any) error
@@ -186,6 +187,43 @@ type Store interface {
 	// Migrate applies pending migrations; concurrent calls are safe.
 	Migrate(ctx context.Context) error
 	Close()
+}
+
+// CollectRows reads every row of rows with scan, closes them with
+// closeRows and returns them, or the first error of a scan or of the
+// iteration (rows.Err).
+func CollectRows[T any](rows Rows, closeRows func(), scan func(Rows) (T, error)) ([]T, error) {
+	defer closeRows()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// DeleteInBatches runs each statement of deletes through exec until it
+// deletes fewer than batch rows, and returns how many rows they deleted
+// in all. exec runs one statement with the batch size as its limit and
+// returns the rows it deleted. Drivers prune with it.
+func DeleteInBatches(deletes []string, batch int, exec func(sql string) (int64, error)) (int, error) {
+	total := 0
+	for _, q := range deletes {
+		for {
+			n, err := exec(q)
+			if err != nil {
+				return total, fmt.Errorf("prune: %w", err)
+			}
+			total += int(n)
+			if int(n) < batch {
+				break
+			}
+		}
+	}
+	return total, nil
 }
 
 // failBeforeCommitKey is the context key of FailBeforeCommit.

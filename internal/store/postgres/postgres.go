@@ -9,10 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -101,11 +99,10 @@ const migrationLock = 7_143_201_955
 // Migrate applies the pending embedded migrations in one transaction under
 // an advisory lock, so concurrent starts are safe.
 func (s *Store) Migrate(ctx context.Context) error {
-	files, err := fs.Glob(migrations.FS, "postgres/*.sql")
+	all, err := migrations.Of("postgres")
 	if err != nil {
 		return err
 	}
-	sort.Strings(files)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -126,24 +123,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	for _, f := range files {
-		name := strings.TrimPrefix(f, "postgres/")
-		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migrate: bad migration name %s", name)
-		}
-		if slices.Contains(applied, v) {
+	for _, m := range all {
+		if slices.Contains(applied, m.Version) {
 			continue
 		}
-		sql, err := fs.ReadFile(migrations.FS, f)
-		if err != nil {
-			return err
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, string(sql)); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
-		}
-		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", v, name); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
+		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
 	return tx.Commit(ctx)
@@ -763,18 +751,14 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Parsed, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.ParsedPayment, error) {
 		var p store.ParsedPayment
 		var sum []byte
-		if err := rows.Scan(&p.Key, &sum); err != nil {
-			rows.Close()
-			return f, err
-		}
+		err := r.Scan(&p.Key, &sum)
 		p.Summary = sum
-		f.Parsed = append(f.Parsed, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return p, err
+	})
+	if err != nil {
 		return f, err
 	}
 	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, payload FROM outbox
@@ -782,18 +766,14 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Enqueued, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
 		var payload []byte
-		if err := rows.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
-			rows.Close()
-			return f, err
-		}
+		err := r.Scan(&e.EffectKey, &e.Status, &payload)
 		e.Payload = payload
-		f.Enqueued = append(f.Enqueued, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return e, err
+	})
+	if err != nil {
 		return f, err
 	}
 	rows, err = s.pool.Query(ctx, `SELECT source, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), status, count(*)
@@ -801,16 +781,11 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Files, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.FileDay, error) {
 		var d store.FileDay
-		if err := rows.Scan(&d.Source, &d.Day, &d.Status, &d.Files); err != nil {
-			rows.Close()
-			return f, err
-		}
-		f.Files = append(f.Files, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return d, r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+	})
+	if err != nil {
 		return f, err
 	}
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('pending', 'inflight') AND created_at < $1),
@@ -846,37 +821,26 @@ func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.Co
 
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
-	total := 0
-	for _, q := range []string{
+	exec := func(q string) (int64, error) {
+		tag, err := s.pool.Exec(ctx, q, before, batch)
+		return tag.RowsAffected(), err
+	}
+	total, err := store.DeleteInBatches([]string{
 		`DELETE FROM inbox WHERE key IN (SELECT key FROM inbox WHERE created_at < $1 LIMIT $2)`,
 		`DELETE FROM sighting WHERE id IN (SELECT id FROM sighting WHERE created_at < $1 LIMIT $2)`,
 		`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
 			AND updated_at < $1 LIMIT $2)`,
 		`DELETE FROM remote_file WHERE (source, path) IN (SELECT source, path FROM remote_file
 			WHERE updated_at < $1 AND post_done LIMIT $2)`,
-	} {
-		for {
-			tag, err := s.pool.Exec(ctx, q, before, batch)
-			if err != nil {
-				return total, fmt.Errorf("prune: %w", err)
-			}
-			total += int(tag.RowsAffected())
-			if int(tag.RowsAffected()) < batch {
-				break
-			}
-		}
+	}, batch, exec)
+	if err != nil {
+		return total, err
 	}
 	// Ordering locks of keys not inserted since (housekeeping, not
 	// counted; outbox ids are one global sequence, so this is safe).
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM outbox_order WHERE (sink, ordering_key) IN (
-			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`, before, batch)
-		if err != nil {
-			return total, fmt.Errorf("prune: %w", err)
-		}
-		if int(tag.RowsAffected()) < batch {
-			break
-		}
+	if _, err := store.DeleteInBatches([]string{`DELETE FROM outbox_order WHERE (sink, ordering_key) IN (
+			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`}, batch, exec); err != nil {
+		return total, err
 	}
 	return total, nil
 }

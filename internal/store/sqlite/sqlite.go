@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"sort"
 	"strconv"
@@ -145,11 +144,10 @@ func fromUS(v int64) time.Time { return time.UnixMicro(v).UTC() }
 // Migrate applies pending migrations in one immediate transaction, which
 // SQLite serialises against every other writer and migrator.
 func (s *Store) Migrate(ctx context.Context) error {
-	files, err := fs.Glob(migrations.FS, "sqlite/*.sql")
+	all, err := migrations.Of("sqlite")
 	if err != nil {
 		return err
 	}
-	sort.Strings(files)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -176,25 +174,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	for _, f := range files {
-		name := strings.TrimPrefix(f, "sqlite/")
-		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migrate: bad migration name %s", name)
-		}
-		if applied[v] {
+	for _, m := range all {
+		if applied[m.Version] {
 			continue
 		}
-		body, err := fs.ReadFile(migrations.FS, f)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-			v, name, us(time.Now())); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
+			m.Version, m.Name, us(time.Now())); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
 	return tx.Commit()
@@ -807,18 +796,15 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	closeRows := func() { rows.Close() }
+	f.Parsed, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.ParsedPayment, error) {
 		var p store.ParsedPayment
 		var sum string
-		if err := rows.Scan(&p.Key, &sum); err != nil {
-			rows.Close()
-			return f, err
-		}
+		err := r.Scan(&p.Key, &sum)
 		p.Summary = json.RawMessage(sum)
-		f.Parsed = append(f.Parsed, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return p, err
+	})
+	if err != nil {
 		return f, err
 	}
 	rows, err = s.db.QueryContext(ctx, `SELECT effect_key, status, payload FROM outbox
@@ -826,18 +812,14 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Enqueued, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
 		var payload string
-		if err := rows.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
-			rows.Close()
-			return f, err
-		}
+		err := r.Scan(&e.EffectKey, &e.Status, &payload)
 		e.Payload = json.RawMessage(payload)
-		f.Enqueued = append(f.Enqueued, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return e, err
+	})
+	if err != nil {
 		return f, err
 	}
 	rows, err = s.db.QueryContext(ctx, `SELECT source, strftime('%Y-%m-%d', created_at / 1000000, 'unixepoch'), status, count(*)
@@ -845,16 +827,11 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Files, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.FileDay, error) {
 		var d store.FileDay
-		if err := rows.Scan(&d.Source, &d.Day, &d.Status, &d.Files); err != nil {
-			rows.Close()
-			return f, err
-		}
-		f.Files = append(f.Files, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return d, r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+	})
+	if err != nil {
 		return f, err
 	}
 	err = s.db.QueryRowContext(ctx, `SELECT coalesce(sum(status IN ('pending', 'inflight') AND created_at < ?), 0),
@@ -891,28 +868,20 @@ func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.Co
 
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
-	total := 0
-	for _, q := range []string{
+	return store.DeleteInBatches([]string{
 		`DELETE FROM inbox WHERE key IN (SELECT key FROM inbox WHERE created_at < ? LIMIT ?)`,
 		`DELETE FROM sighting WHERE id IN (SELECT id FROM sighting WHERE created_at < ? LIMIT ?)`,
 		`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
 			AND updated_at < ? LIMIT ?)`,
 		`DELETE FROM remote_file WHERE (source, path) IN (SELECT source, path FROM remote_file
 			WHERE updated_at < ? AND post_done = 1 LIMIT ?)`,
-	} {
-		for {
-			res, err := s.db.ExecContext(ctx, q, us(before), batch)
-			if err != nil {
-				return total, fmt.Errorf("prune: %w", err)
-			}
-			n, _ := res.RowsAffected()
-			total += int(n)
-			if int(n) < batch {
-				break
-			}
+	}, batch, func(q string) (int64, error) {
+		res, err := s.db.ExecContext(ctx, q, us(before), batch)
+		if err != nil {
+			return 0, err
 		}
-	}
-	return total, nil
+		return res.RowsAffected()
+	})
 }
 
 // The row counts Counts reads.

@@ -7,11 +7,13 @@ import (
 	"time"
 )
 
-// Errors of the store, translated from each driver's own.
+// Errors of the store, translated from each driver's own. They live here,
+// at the bottom of the imports, so the relay tells them apart; package
+// store names them too (store.ErrLeaseLost is ErrLeaseLost).
 var (
 	// ErrLeaseLost: the lease token no longer matches: an outbox row's
 	// lease expired and the row was reaped or claimed by another relay,
-	// or a directory lease (a Fence) passed to another replica.
+	// or a directory lease (an inbox.Fence) passed to another replica.
 	ErrLeaseLost = errors.New("store: lease lost")
 	ErrNotFound  = errors.New("store: not found")
 )

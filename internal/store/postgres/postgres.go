@@ -805,18 +805,12 @@ func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.Co
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.ConflictSighting
-	for rows.Next() {
+	return store.CollectRows(rows, rows.Close, func(r store.Rows) (store.ConflictSighting, error) {
 		var c store.ConflictSighting
-		if err := rows.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID,
-			&c.At); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID, &c.At)
 		c.At = c.At.UTC()
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	})
 }
 
 // Prune implements store.Store.

@@ -851,19 +851,13 @@ func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.Co
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.ConflictSighting
-	for rows.Next() {
+	return store.CollectRows(rows, func() { rows.Close() }, func(r store.Rows) (store.ConflictSighting, error) {
 		var c store.ConflictSighting
 		var at int64
-		if err := rows.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID,
-			&at); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID, &at)
 		c.At = fromUS(at)
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	})
 }
 
 // Prune implements store.Store.

@@ -3,9 +3,46 @@
 // order, each once.
 package migrations
 
-import "embed"
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+)
 
 // FS holds postgres/*.sql and sqlite/*.sql.
 //
 //go:embed postgres/*.sql sqlite/*.sql
 var FS embed.FS
+
+// Migration is one numbered migration of a driver.
+type Migration struct {
+	Version int
+	Name    string // the file name, e.g. 0002_delivery.sql
+	SQL     string
+}
+
+// Of returns the migrations of driver ("postgres", "sqlite") in order.
+func Of(driver string) ([]Migration, error) {
+	files, err := fs.Glob(FS, driver+"/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var out []Migration
+	for _, f := range files {
+		name := strings.TrimPrefix(f, driver+"/")
+		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migrate: bad migration name %s", name)
+		}
+		sql, err := fs.ReadFile(FS, f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(sql)})
+	}
+	return out, nil
+}

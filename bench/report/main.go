@@ -146,13 +146,13 @@ func rows(r results) []row {
 		out = append(out, row{fmt.Sprintf("peak RSS ingesting one %.0f MB 835 over SFTP into PostgreSQL", size),
 			fmt.Sprintf("**%.1f MB**", v), "< 128 MB", verdict(v < 128)})
 	}
-	if v, ok := r.get("relay/BenchmarkRelayVsPgbench", "ratio"); ok {
-		d, _ := r.get("relay/BenchmarkRelayVsPgbench", "deliveries/s")
-		tps, _ := r.get("relay/BenchmarkRelayVsPgbench", "pgbench-N-tps")
+	if v, ok := r.get("outbox/BenchmarkRelayVsPgbench", "ratio"); ok {
+		d, _ := r.get("outbox/BenchmarkRelayVsPgbench", "deliveries/s")
+		tps, _ := r.get("outbox/BenchmarkRelayVsPgbench", "pgbench-N-tps")
 		out = append(out, row{"relay deliveries/s, 8 workers, vs pgbench -N, 8 clients",
 			fmt.Sprintf("%.0f vs %.0f = **%.2f**", d, tps, v), "≥ 1.0", verdict(v >= 1)})
-		p50, _ := r.get("relay/BenchmarkRelayVsPgbench", "notify-p50-ms")
-		p99, _ := r.get("relay/BenchmarkRelayVsPgbench", "notify-p99-ms")
+		p50, _ := r.get("outbox/BenchmarkRelayVsPgbench", "notify-p50-ms")
+		p99, _ := r.get("outbox/BenchmarkRelayVsPgbench", "notify-p99-ms")
 		out = append(out, row{"commit-to-POST latency with LISTEN/NOTIFY, idle relay",
 			fmt.Sprintf("p50 %.1f ms, p99 **%.1f ms**", p50, p99), "p99 < 100 ms", verdict(p99 < 100)})
 	}

@@ -2,9 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
@@ -47,16 +45,10 @@ func (c *chaosReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	first := c.requests[key] == 1
 	c.mu.Unlock()
 	// Every request must carry a valid Standard Webhooks signature.
-	{
-		key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(demoSecret, "whsec_"))
-		m := hmac.New(sha256.New, key)
-		fmt.Fprintf(m, "%s.%s.", r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp"))
-		m.Write(body)
-		if !strings.Contains(r.Header.Get("webhook-signature"), "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil))) {
-			c.count(401)
-			http.Error(w, "bad signature", http.StatusUnauthorized)
-			return
-		}
+	if !sink.Verify(demoSecret, r.Header, body) {
+		c.count(401)
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
 	}
 	switch n := rand.IntN(100); {
 	case c.down.Load():

@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -24,6 +20,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/config"
 	"github.com/ediwatch/ediwatch/internal/sftpserver"
+	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
@@ -104,16 +101,10 @@ func (d *demoReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.requests++
-	if sig := r.Header.Get("webhook-signature"); sig != "" {
-		key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(demoSecret, "whsec_"))
-		m := hmac.New(sha256.New, key)
-		fmt.Fprintf(m, "%s.%s.", r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp"))
-		m.Write(body)
-		if !strings.Contains(sig, "v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil))) {
-			d.badSig++
-			http.Error(w, "bad signature", http.StatusUnauthorized)
-			return
-		}
+	if r.Header.Get("webhook-signature") != "" && !sink.Verify(demoSecret, r.Header, body) {
+		d.badSig++
+		http.Error(w, "bad signature", http.StatusUnauthorized)
+		return
 	}
 	d.effects[r.Header.Get("Idempotency-Key")] = ev.Type
 	w.WriteHeader(http.StatusAccepted)

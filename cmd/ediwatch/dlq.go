@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
@@ -154,7 +155,7 @@ func parseIDs(args []string) ([]int64, error) {
 
 // rowSummary describes a row; patient data (a claim's effect key in clear,
 // the receiver's response) only when showPHI.
-func rowSummary(r store.OutboxRow, showPHI bool) map[string]any {
+func rowSummary(r outbox.Row, showPHI bool) map[string]any {
 	out := map[string]any{"id": r.ID, "sink": r.Sink, "kind": r.Kind, "effect_key": sink.LogKey(r.Kind, r.EffectKey),
 		"status": r.Status, "attempts": r.Attempts, "last_status": r.LastStatus, "last_error": r.LastError,
 		"error_history": r.ErrorHistory, "correlation_id": r.CorrelationID, "created_at": r.CreatedAt,

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
-	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -33,7 +33,7 @@ func TestDLQHidesPatientData(t *testing.T) {
 	var b bytes.Buffer
 	x12gen.Claims{Control: 9, Claims: 2, IDPrefix: "PCN8812-"}.Write(&b)
 	now := time.Now().UTC()
-	if _, err := ingest.File(ctx, ingest.Options{Store: st, Routes: storetest.Routes}, store.FileInfo{Source: "t", Path: "c.x12",
+	if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "t", Path: "c.x12",
 		Size: int64(b.Len()), MTime: now, SHA256: "x", CorrelationID: "corr", Now: now}, bytes.NewReader(b.Bytes())); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestDLQHidesPatientData(t *testing.T) {
 		t.Fatalf("claim: %d %v", len(rows), err)
 	}
 	for _, r := range rows {
-		st.Dead(ctx, r.ID, r.LeaseToken, now, store.Failure{HTTPStatus: 422, Error: "HTTP 422 Unprocessable Entity",
+		st.Dead(ctx, r.ID, r.LeaseToken, now, outbox.Failure{HTTPStatus: 422, Error: "HTTP 422 Unprocessable Entity",
 			Response: "rejected: " + string(r.Payload)})
 	}
 	st.Close()

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ediwatch/ediwatch/internal/config"
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
 )
@@ -48,7 +48,7 @@ Files are recorded in the listing ledger under the source --source (default
 				return err
 			}
 			defer s.Close()
-			opts := ingest.Options{Store: s, Routes: cfg.Routes, Ack: ackOptions(cfg, source),
+			opts := inbox.Options{Store: s, Routes: cfg.Routes, Ack: ackOptions(cfg, source),
 				Timeout: cfg.Store.IngestTimeout.D()}
 			var files []string
 			for _, arg := range args {
@@ -135,7 +135,7 @@ func listFiles(arg string) ([]string, error) {
 	return out, err
 }
 
-func ingestPath(cmd *cobra.Command, opts ingest.Options, source, path string) (*ingest.Result, string, error) {
+func ingestPath(cmd *cobra.Command, opts inbox.Options, source, path string) (*inbox.Report, string, error) {
 	fh, err := openRegular(path)
 	if err != nil {
 		return nil, "", err
@@ -154,7 +154,7 @@ func ingestPath(cmd *cobra.Command, opts ingest.Options, source, path string) (*
 	}
 	abs, _ := filepath.Abs(path)
 	corr := store.NewCorrelationID()
-	res, err := ingest.File(cmd.Context(), opts, store.FileInfo{Source: source, Path: abs, Size: st.Size(),
+	res, err := inbox.Ingest(cmd.Context(), opts, inbox.FileInfo{Source: source, Path: abs, Size: st.Size(),
 		MTime: st.ModTime().UTC(), SHA256: hex.EncodeToString(h.Sum(nil)), CorrelationID: corr,
 		Now: time.Now().UTC()}, fh)
 	return res, corr, err

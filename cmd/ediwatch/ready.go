@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/config"
-	"github.com/ediwatch/ediwatch/internal/relay"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
@@ -106,7 +107,7 @@ func (s progressStore) done(err error) error {
 	return err
 }
 
-func (s progressStore) FileStates(ctx context.Context, source string, paths []string) (map[string]store.FileState, error) {
+func (s progressStore) FileStates(ctx context.Context, source string, paths []string) (map[string]inbox.FileState, error) {
 	m, err := s.Store.FileStates(ctx, source, paths)
 	return m, s.done(err)
 }
@@ -119,7 +120,7 @@ func (s progressStore) AcquireLease(ctx context.Context, name, holder string, tt
 	return tok, ok, s.done(err)
 }
 
-func (s progressStore) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingestion, error) {
+func (s progressStore) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingestion, error) {
 	ing, err := s.Store.BeginIngest(ctx, f)
 	if err != nil {
 		return nil, err
@@ -129,11 +130,11 @@ func (s progressStore) BeginIngest(ctx context.Context, f store.FileInfo) (store
 
 // progressIngestion marks progress when its ingest commits.
 type progressIngestion struct {
-	store.Ingestion
+	inbox.Ingestion
 	p *progress
 }
 
-func (i progressIngestion) Commit(ctx context.Context, status store.FileStatus, lastError string) (*store.IngestResult, error) {
+func (i progressIngestion) Commit(ctx context.Context, status inbox.FileStatus, lastError string) (*inbox.IngestResult, error) {
 	res, err := i.Ingestion.Commit(ctx, status, lastError)
 	if err == nil {
 		i.p.mark()
@@ -141,7 +142,7 @@ func (i progressIngestion) Commit(ctx context.Context, status store.FileStatus, 
 	return res, err
 }
 
-func (s progressStore) RecordFileProblem(ctx context.Context, f store.FileInfo, status store.FileStatus, lastError string) (store.FileState, error) {
+func (s progressStore) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status inbox.FileStatus, lastError string) (inbox.FileState, error) {
 	st, err := s.Store.RecordFileProblem(ctx, f, status, lastError)
 	return st, s.done(err)
 }
@@ -150,12 +151,12 @@ func (s progressStore) MarkPostDone(ctx context.Context, source, path string, no
 	return s.done(s.Store.MarkPostDone(ctx, source, path, now))
 }
 
-func (s progressStore) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error) {
+func (s progressStore) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]outbox.Row, error) {
 	rows, err := s.Store.Claim(ctx, now, sinks, limit, lease)
 	return rows, s.done(err)
 }
 
-func (s progressStore) CompleteMany(ctx context.Context, done []store.Completion, now time.Time) ([]int64, error) {
+func (s progressStore) CompleteMany(ctx context.Context, done []outbox.Completion, now time.Time) ([]int64, error) {
 	lost, err := s.Store.CompleteMany(ctx, done, now)
 	return lost, s.done(err)
 }
@@ -163,12 +164,12 @@ func (s progressStore) CompleteMany(ctx context.Context, done []store.Completion
 // progressSink marks the relay's progress whenever a delivery attempt
 // returns, whatever its result: a slow sink is not a stalled relay.
 type progressSink struct {
-	relay.Deliverer
+	outbox.Deliverer
 	p *progress
 }
 
-func (d progressSink) Deliver(ctx context.Context, row store.OutboxRow, now time.Time) sink.Result {
-	res := d.Deliverer.Deliver(ctx, row, now)
+func (d progressSink) Deliver(ctx context.Context, msg sink.Message, now time.Time) sink.Result {
+	res := d.Deliverer.Deliver(ctx, msg, now)
 	d.p.mark()
 	return res
 }

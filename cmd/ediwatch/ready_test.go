@@ -17,11 +17,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/config"
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/poller/local"
 	"github.com/ediwatch/ediwatch/internal/sink"
-	"github.com/ediwatch/ediwatch/internal/source/local"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
@@ -99,7 +100,7 @@ func TestReadyzFailsWhenStoreUnreachable(t *testing.T) {
 
 type nopSink struct{}
 
-func (nopSink) Deliver(context.Context, store.OutboxRow, time.Time) sink.Result { return sink.Result{} }
+func (nopSink) Deliver(context.Context, sink.Message, time.Time) sink.Result { return sink.Result{} }
 
 // TestLoopsMarkProgressThroughTheStore: the store calls a poll loop and the
 // relay make in their stride (a lease found held by another replica among
@@ -132,27 +133,27 @@ func TestLoopsMarkProgressThroughTheStore(t *testing.T) {
 			return err
 		},
 		"Commit": func() error {
-			ing, err := ps.BeginIngest(ctx, store.FileInfo{Source: "s", Path: "c", Size: 1, MTime: clk.now(),
+			ing, err := ps.BeginIngest(ctx, inbox.FileInfo{Source: "s", Path: "c", Size: 1, MTime: clk.now(),
 				SHA256: "00", CorrelationID: "corr", Now: clk.now()})
 			if err != nil {
 				return err
 			}
 			defer ing.Rollback()
-			_, err = ing.Commit(ctx, store.FileRejected, "not x12")
+			_, err = ing.Commit(ctx, inbox.FileRejected, "not x12")
 			return err
 		},
 		"MarkPostDone": func() error { return ps.MarkPostDone(ctx, "s", "a", clk.now()) },
 		"RecordFileProblem": func() error {
-			_, err := ps.RecordFileProblem(ctx, store.FileInfo{Source: "s", Path: "b", Now: clk.now()}, store.FileRetrying, "x")
+			_, err := ps.RecordFileProblem(ctx, inbox.FileInfo{Source: "s", Path: "b", Now: clk.now()}, inbox.FileRetrying, "x")
 			return err
 		},
 		"Claim": func() error { _, err := ps.Claim(ctx, clk.now(), nil, 1, time.Minute); return err },
 		"CompleteMany": func() error {
-			_, err := ps.CompleteMany(ctx, []store.Completion{{ID: 1, Token: "t"}}, clk.now())
+			_, err := ps.CompleteMany(ctx, []outbox.Completion{{ID: 1, Token: "t"}}, clk.now())
 			return err
 		},
 		"Deliver": func() error {
-			progressSink{Deliverer: nopSink{}, p: p}.Deliver(ctx, store.OutboxRow{}, clk.now())
+			progressSink{Deliverer: nopSink{}, p: p}.Deliver(ctx, sink.Message{}, clk.now())
 			return nil
 		},
 	}
@@ -256,7 +257,7 @@ func TestReadyzFailsWhileAPollHangsInADownload(t *testing.T) {
 	src := hangingSource{Source: local.Source{}, opened: make(chan struct{})}
 	counted := leaseCounter{Store: progressStore{Store: st, p: loop}, renewed: make(chan struct{})}
 	p := poller.New(poller.Config{Name: "acme", Directories: []string{drop}, PollInterval: time.Second,
-		LeaseTTL: 30 * time.Millisecond, SpoolDir: t.TempDir()}, src, counted, ingest.Options{Routes: storetest.Routes},
+		LeaseTTL: 30 * time.Millisecond, SpoolDir: t.TempDir()}, src, counted, inbox.Options{Routes: storetest.Routes},
 		zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 	if _, err := p.PollOnce(ctx); err != nil { // first listing: not stable yet
 		t.Fatal(err)

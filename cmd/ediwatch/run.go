@@ -22,14 +22,14 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ediwatch/ediwatch/internal/config"
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/poller/local"
+	"github.com/ediwatch/ediwatch/internal/poller/sftp"
 	"github.com/ediwatch/ediwatch/internal/reconcile"
-	"github.com/ediwatch/ediwatch/internal/relay"
 	"github.com/ediwatch/ediwatch/internal/sink"
-	"github.com/ediwatch/ediwatch/internal/source/local"
-	"github.com/ediwatch/ediwatch/internal/source/sftp"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -78,7 +78,7 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 // daemon holds the running parts, for the demo and tests.
 type daemon struct {
 	store   store.Store
-	relay   *relay.Relay
+	relay   *outbox.Relay
 	pollers []*poller.Poller
 	reg     *prometheus.Registry
 	addr    net.Addr
@@ -113,7 +113,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	m.Init(sourceNames, sinkNames)
 	d := &daemon{store: st, reg: reg}
 
-	sinks := map[string]relay.Deliverer{}
+	sinks := map[string]outbox.Deliverer{}
 	for name, sc := range cfg.Sinks {
 		s, err := buildSink(name, sc)
 		if err != nil {
@@ -121,7 +121,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		}
 		sinks[name] = progressSink{Deliverer: s, p: relayProgress}
 	}
-	d.relay = relay.New(relay.Config{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
+	d.relay = outbox.NewRelay(outbox.RelayConfig{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
 		BackoffBase: cfg.Relay.Backoff.Base.D(), BackoffMax: cfg.Relay.Backoff.Max.D(), MaxAge: cfg.Relay.MaxAge.D(),
 		Lease: cfg.Relay.Lease.D()}, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
 	holder := store.NewHolderID()
@@ -137,7 +137,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads, MinAge: sc.MinAge.D(), DoneMarker: sc.DoneMarker,
 			IncompleteGrace: incompleteGrace(sc.IncompleteGrace.D()), Holder: holder}, src,
 			progressStore{Store: st, p: readyz.loop("poll loop "+sc.Name, pollStall(cfg, sc))},
-			ingest.Options{Routes: cfg.Routes, Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
+			inbox.Options{Routes: cfg.Routes, Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
 			log.Named("poller"), m))
 	}
 
@@ -167,15 +167,29 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	})
 	g.Go(func() error { return d.relay.Run(gctx) })
 	if l, ok := st.(interface {
-		Listen(context.Context, func()) error
+		Listen(context.Context, func(), func(error, time.Duration)) error
 	}); ok {
-		g.Go(func() error { return l.Listen(gctx, d.relay.Wake) })
+		llog := log.Named("listen")
+		g.Go(func() error {
+			return l.Listen(gctx, d.relay.Wake, func(err error, retryIn time.Duration) {
+				llog.Warn("outbox notifications lost; reconnecting", zap.Error(err), zap.Duration("retry_in", retryIn))
+			})
+		})
 	}
 	for _, p := range d.pollers {
 		g.Go(func() error { return p.Run(gctx) })
 	}
-	g.Go(func() error { return maintain(gctx, st, cfg, log.Named("maintenance")) })
-	g.Go(func() error { return observeOutbox(gctx, st, m, 15*time.Second) })
+	pruner := &outbox.Pruner{Store: st, Keys: cfg.Retention.Keys.D(), Holder: store.NewHolderID(), Log: log.Named("maintenance")}
+	g.Go(func() error { return pruner.Run(gctx) })
+	gauges := &outbox.Gauges{Store: st, Metrics: m, Log: log.Named("gauges"), Every: 15 * time.Second,
+		Divergent: func(ctx context.Context, now time.Time) (bool, error) {
+			rep, err := reconcile.Run(ctx, st, now.Add(-24*time.Hour), time.Hour, now)
+			if err != nil {
+				return false, err
+			}
+			return rep.Divergent, nil
+		}}
+	g.Go(func() error { return gauges.Run(gctx) })
 	log.Info("ediwatch started", zap.String("store", cfg.Store.Driver), zap.Int("sources", len(cfg.Sources)),
 		zap.Int("sinks", len(cfg.Sinks)), zap.String("http", d.addr.String()))
 	if ready != nil {
@@ -223,65 +237,12 @@ func buildSource(sc config.Source) (poller.Source, error) {
 		PassphraseFile: sc.PassphraseFile, PasswordFile: sc.PasswordFile, KnownHostsFile: sc.KnownHostsFile})
 }
 
-// observeOutbox sets the outbox gauges from the store every interval, and
-// the reconciliation divergence every 20 intervals.
-func observeOutbox(ctx context.Context, st store.Store, m *metrics.Metrics, every time.Duration) error {
-	for i := 0; ; i++ {
-		if i%20 == 0 {
-			now := time.Now().UTC()
-			if rep, err := reconcile.Run(ctx, st, now.Add(-24*time.Hour), time.Hour, now); err == nil {
-				m.Divergence.Set(map[bool]float64{false: 0, true: 1}[rep.Divergent])
-			}
-		}
-		if stats, err := st.Stats(ctx, time.Now().UTC()); err == nil {
-			for _, s := range stats {
-				m.OutboxPending.WithLabelValues(s.Sink).Set(float64(s.Pending + s.Inflight))
-				m.OutboxDead.WithLabelValues(s.Sink).Set(float64(s.Dead))
-				m.OutboxOldestPending.WithLabelValues(s.Sink).Set(s.OldestPending.Seconds())
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(every):
-		}
-	}
-}
-
 // version is the module version the binary was built from.
 func version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
 		return bi.Main.Version
 	}
 	return "unknown"
-}
-
-// maintain prunes by retention once an hour, on one replica at a time
-// (the maintenance leader lease).
-func maintain(ctx context.Context, st store.Store, cfg config.Config, log *zap.Logger) error {
-	holder := store.NewHolderID()
-	t := time.NewTimer(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		t.Reset(time.Hour)
-		now := time.Now().UTC()
-		if _, ok, err := st.AcquireLease(ctx, "maintenance", holder, 2*time.Hour, now); err != nil || !ok {
-			continue
-		}
-		n, err := st.Prune(ctx, now.Add(-cfg.Retention.Keys.D()), 1000)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("retention prune failed", zap.Error(err))
-			continue
-		}
-		if n > 0 {
-			log.Info("retention pruned rows", zap.Int("rows", n))
-		}
-	}
 }
 
 // newHTTPServer returns the metrics and health server: every phase of a

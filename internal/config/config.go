@@ -20,6 +20,9 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 
+	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
@@ -197,13 +200,15 @@ type Log struct {
 
 // Default returns the configuration with every default set.
 func Default() Config {
+	relay := outbox.DefaultRelayConfig()
 	return Config{
 		Store: Store{Driver: "sqlite", DSN: "file:ediwatch.db", Migrate: true,
 			IngestTimeout: Duration(10 * time.Minute)},
 		Routes: map[string]string{},
 		Sinks:  map[string]Sink{},
-		Relay: Relay{Workers: 8, MaxAttempts: 25, Backoff: Backoff{Base: Duration(2 * time.Second), Max: Duration(time.Hour)},
-			MaxAge: Duration(72 * time.Hour), Lease: Duration(time.Minute)},
+		Relay: Relay{Workers: relay.Workers, MaxAttempts: relay.MaxAttempts,
+			Backoff: Backoff{Base: Duration(relay.BackoffBase), Max: Duration(relay.BackoffMax)},
+			MaxAge:  Duration(relay.MaxAge), Lease: Duration(relay.Lease)},
 		Retention: Retention{Keys: Duration(400 * 24 * time.Hour), ReplayWindow: Duration(30 * 24 * time.Hour)},
 		HTTP:      HTTP{Listen: "127.0.0.1:9464"},
 		Log:       Log{Level: "info"},
@@ -213,22 +218,31 @@ func Default() Config {
 // sourceDefaults and sinkDefaults are the values of keys a source or sink
 // leaves out. They apply to absent keys only, so an explicit zero (e.g.
 // stable_for: 0s) stays zero.
-var sourceDefaults = map[string]any{
-	"type": "sftp", "include": []any{"*"}, "poll_interval": "1m", "stable_for": "30s", "after": "leave",
-	"max_files_per_poll": 1000, "max_file_size": int64(1 << 30), "max_attempts": 5, "downloads": 4,
-	"min_age": "0s", "done_marker": "", "incomplete_grace": "10m",
+// The poller's and the sink's own defaults are taken from them; the poll
+// interval and stable_for are the configuration's.
+func sourceDefaults() map[string]any {
+	p := poller.Defaults()
+	include := make([]any, len(p.Include))
+	for i, s := range p.Include {
+		include[i] = s
+	}
+	return map[string]any{
+		"type": "sftp", "include": include, "poll_interval": "1m", "stable_for": "30s", "after": p.After,
+		"max_files_per_poll": p.MaxFilesPerPoll, "max_file_size": p.MaxFileSize, "max_attempts": p.MaxAttempts,
+		"downloads": p.Downloads, "min_age": "0s", "done_marker": "", "incomplete_grace": p.IncompleteGrace.String(),
+	}
 }
 
-var sinkDefaults = map[string]any{"timeout": "30s"}
+func sinkDefaults() map[string]any { return map[string]any{"timeout": sink.DefaultTimeout.String()} }
 
 // defaultsHook fills absent keys of each source and sink before decoding.
 func defaultsHook(from, to reflect.Type, data any) (any, error) {
 	var defaults map[string]any
 	switch to {
 	case reflect.TypeOf(Source{}):
-		defaults = sourceDefaults
+		defaults = sourceDefaults()
 	case reflect.TypeOf(Sink{}):
-		defaults = sinkDefaults
+		defaults = sinkDefaults()
 	default:
 		return data, nil
 	}
@@ -358,9 +372,6 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// EffectKinds are the effect kinds a route may name.
-var EffectKinds = []string{"payment.posted", "claim.received", "ack.999", "ack.ta1"}
-
 // Validate checks every value and names the first bad one by its key path.
 func (c *Config) Validate() error {
 	var errs []string
@@ -469,15 +480,15 @@ func (c *Config) Validate() error {
 		}
 	}
 	for kind, sink := range c.Routes {
-		if !contains(EffectKinds, kind) {
-			bad("routes."+kind, "is not an effect kind ("+strings.Join(EffectKinds, ", ")+")", quote(kind))
+		if !contains(process.EffectKinds(), kind) {
+			bad("routes."+kind, "is not an effect kind ("+strings.Join(process.EffectKinds(), ", ")+")", quote(kind))
 		}
 		if _, ok := c.Sinks[sink]; !ok {
 			bad("routes."+kind, "must name a configured sink", quote(sink))
 		}
 	}
 	if len(c.Sources) > 0 {
-		for _, kind := range EffectKinds {
+		for _, kind := range process.EffectKinds() {
 			if _, ok := c.Routes[kind]; !ok {
 				bad("routes."+kind, "must be routed to a sink", `""`)
 			}

@@ -17,10 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
-	"github.com/ediwatch/ediwatch/internal/source/sftp"
+	"github.com/ediwatch/ediwatch/internal/poller/sftp"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
 	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
@@ -58,7 +58,7 @@ func (e *benchEnv) poller(b *testing.B, mod func(*poller.Config)) *poller.Poller
 	if mod != nil {
 		mod(&cfg)
 	}
-	return poller.New(cfg, e.src, e.st, ingest.Options{Routes: storetest.Routes}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	return poller.New(cfg, e.src, e.st, inbox.Options{Routes: storetest.Routes}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 }
 
 // sftpBatch runs OpenSSH's sftp client with a batch of commands, as an

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/poller"
-	"github.com/ediwatch/ediwatch/internal/source/local"
+	"github.com/ediwatch/ediwatch/internal/poller/local"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 )
@@ -77,17 +78,17 @@ type fencedAfterCommit struct {
 	after func()
 }
 
-func (f *fencedAfterCommit) BeginIngest(ctx context.Context, fi store.FileInfo) (store.Ingestion, error) {
+func (f *fencedAfterCommit) BeginIngest(ctx context.Context, fi inbox.FileInfo) (inbox.Ingestion, error) {
 	in, err := f.Store.BeginIngest(ctx, fi)
 	return &commitHook{Ingestion: in, after: f.after}, err
 }
 
 type commitHook struct {
-	store.Ingestion
+	inbox.Ingestion
 	after func()
 }
 
-func (c *commitHook) Commit(ctx context.Context, status store.FileStatus, lastError string) (*store.IngestResult, error) {
+func (c *commitHook) Commit(ctx context.Context, status inbox.FileStatus, lastError string) (*inbox.IngestResult, error) {
 	r, err := c.Ingestion.Commit(ctx, status, lastError)
 	if err == nil {
 		c.after()

@@ -30,13 +30,11 @@ package poller
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"os"
 	"path"
 	"regexp"
@@ -47,16 +45,17 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/backoff"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 // Store is what the poller needs of the store.
 type Store interface {
-	store.Ledger
+	inbox.Ledger
 	store.Leases
-	store.Ingester
+	inbox.Ingester
 }
 
 // Config is one source's polling configuration.
@@ -102,13 +101,21 @@ type Config struct {
 // DefaultIncompleteGrace is the IncompleteGrace of a zero Config.
 const DefaultIncompleteGrace = 10 * time.Minute
 
+// Defaults returns the values New gives the fields of a Config left zero;
+// the configuration's source defaults are these.
+func Defaults() Config {
+	return Config{Include: []string{"*"}, After: "leave", MaxFilesPerPoll: 1000, MaxFileSize: 1 << 30,
+		MaxAttempts: 5, Downloads: 4, RetryBase: 10 * time.Second, RetryMax: time.Hour,
+		IncompleteGrace: DefaultIncompleteGrace}
+}
+
 // Poller polls one source. Run it with Run; PollOnce is for tests and
 // tools. It is not safe for concurrent polls of itself.
 type Poller struct {
 	cfg    Config
 	src    Source
 	st     Store
-	ingest ingest.Options
+	ingest inbox.Options
 	log    *zap.Logger
 	m      *metrics.Metrics
 	now    func() time.Time
@@ -129,39 +136,40 @@ type observation struct {
 }
 
 // New returns a poller for src. ing.Store is set to st.
-func New(cfg Config, src Source, st Store, ing ingest.Options, log *zap.Logger, m *metrics.Metrics) *Poller {
+func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m *metrics.Metrics) *Poller {
+	d := Defaults()
 	if len(cfg.Include) == 0 {
-		cfg.Include = []string{"*"}
+		cfg.Include = d.Include
 	}
 	if cfg.After == "" {
-		cfg.After = "leave"
+		cfg.After = d.After
 	}
 	if cfg.MaxFilesPerPoll <= 0 {
-		cfg.MaxFilesPerPoll = 1000
+		cfg.MaxFilesPerPoll = d.MaxFilesPerPoll
 	}
 	if cfg.MaxFileSize <= 0 {
-		cfg.MaxFileSize = 1 << 30
+		cfg.MaxFileSize = d.MaxFileSize
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 5
+		cfg.MaxAttempts = d.MaxAttempts
 	}
 	if cfg.Downloads <= 0 {
-		cfg.Downloads = 4
+		cfg.Downloads = d.Downloads
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = max(3*cfg.PollInterval, 10*time.Second)
 	}
 	if cfg.RetryBase <= 0 {
-		cfg.RetryBase = 10 * time.Second
+		cfg.RetryBase = d.RetryBase
 	}
 	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = time.Hour
+		cfg.RetryMax = d.RetryMax
 	}
 	if cfg.Holder == "" {
 		cfg.Holder = store.NewHolderID()
 	}
 	if cfg.IncompleteGrace == 0 {
-		cfg.IncompleteGrace = DefaultIncompleteGrace
+		cfg.IncompleteGrace = d.IncompleteGrace
 	}
 	ing.Store = st
 	return &Poller{cfg: cfg, src: src, st: st, ingest: ing, log: log.With(zap.String("source", cfg.Name)), m: m,
@@ -187,7 +195,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		}
 		p.log.Debug("polled", zap.Int("listed", st.Listed), zap.Int("downloaded", st.Downloaded),
 			zap.Int("ingested", st.Ingested), zap.Int("skipped", st.Skipped), zap.Int("failed", st.Failed))
-		t.Reset(jitter(p.cfg.PollInterval))
+		t.Reset(tenPercentAround(p.cfg.PollInterval))
 	}
 }
 
@@ -207,17 +215,19 @@ func (p *Poller) releaseLeases() {
 	}
 }
 
-// jitter returns d ± 10%.
-func jitter(d time.Duration) time.Duration {
+// tenPercentAround returns a random duration within d ± 10%, so replicas
+// polling one drop spread out.
+func tenPercentAround(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(d/5)+1))
-	if err != nil {
-		return d
-	}
-	return d - d/10 + time.Duration(n.Int64())
+	return backoff.Between(d-d/10, d+d/10)
 }
+
+// SetClock replaces the clock the poller reads (stable_for, min_age,
+// incomplete_grace, leases and the times it records), as the relay's
+// SetClock does: tests move time instead of waiting.
+func (p *Poller) SetClock(now func() time.Time) { p.now = now }
 
 // Stats counts what one poll did.
 type Stats struct {
@@ -263,7 +273,7 @@ type candidate struct {
 	marker    Entry
 	hasMarker bool
 
-	prev     store.FileState
+	prev     inbox.FileState
 	hasPrev  bool
 	postOnly bool
 }
@@ -289,7 +299,7 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	} else if !ok {
 		return st, nil // another replica polls this directory
 	}
-	fence := store.Fence{Name: lease, Token: token}
+	fence := inbox.Fence{Name: lease, Token: token}
 	ctx, cancel := context.WithCancelCause(ctx)
 	heartbeat := make(chan struct{})
 	defer func() { <-heartbeat }()
@@ -304,7 +314,7 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 
 // keepLease renews the lease every third of its TTL while the poll runs;
 // when a renewal fails or finds the lease gone, it stops the poll.
-func (p *Poller) keepLease(ctx context.Context, f store.Fence, cancel context.CancelCauseFunc, done chan struct{}) {
+func (p *Poller) keepLease(ctx context.Context, f inbox.Fence, cancel context.CancelCauseFunc, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(max(p.cfg.LeaseTTL/3, time.Millisecond))
 	defer t.Stop()
@@ -328,7 +338,7 @@ func (p *Poller) keepLease(ctx context.Context, f store.Fence, cancel context.Ca
 	}
 }
 
-func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) (Stats, error) {
+func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) (Stats, error) {
 	var st Stats
 	entries, err := p.src.List(ctx, dir)
 	if err != nil {
@@ -387,30 +397,30 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence store.Fence) 
 		e := c.e
 		prev, has := states[c.ledger]
 		same := has && prev.Size == e.Size && prev.MTime.Equal(e.MTime)
-		if same && prev.Status == store.FileIngested && prev.PostDone && p.cfg.After != "leave" {
+		if same && prev.Status == inbox.FileIngested && prev.PostDone && p.cfg.After != "leave" {
 			// Post-processing removed the version the ledger describes, so
 			// this one is another version with the same size and mtime.
 			same = false
 		}
 		switch {
-		case same && (prev.Status == store.FileIngested || prev.Status == store.FileRejected):
-			if prev.Status == store.FileIngested && p.cfg.After != "leave" && !prev.PostDone {
+		case same && (prev.Status == inbox.FileIngested || prev.Status == inbox.FileRejected):
+			if prev.Status == inbox.FileIngested && p.cfg.After != "leave" && !prev.PostDone {
 				c.prev, c.hasPrev, c.postOnly = prev, true, true
 				todo = append(todo, c)
 			} else {
 				skip("final")
 			}
 			continue
-		case same && prev.Status == store.FileFailed:
+		case same && prev.Status == inbox.FileFailed:
 			skip("failed")
 			continue
-		case same && prev.Status == store.FileRetrying && now.Before(prev.UpdatedAt.Add(p.retryDelay(prev.Attempts))):
+		case same && prev.Status == inbox.FileRetrying && now.Before(prev.UpdatedAt.Add(p.retryDelay(prev.Attempts))):
 			skip("backoff")
 			next[e.Path] = obs[e.Path]
 			continue
 		}
 		if e.Size > p.cfg.MaxFileSize {
-			p.record(ctx, c.ledger, e, store.FileRejected, fmt.Sprintf("larger than max_file_size (%d > %d bytes)", e.Size, p.cfg.MaxFileSize))
+			p.record(ctx, c.ledger, e, inbox.FileRejected, fmt.Sprintf("larger than max_file_size (%d > %d bytes)", e.Size, p.cfg.MaxFileSize))
 			p.m.FilesFailed.WithLabelValues(p.cfg.Name, "too_large").Inc()
 			st.Failed++
 			continue
@@ -545,15 +555,11 @@ func (p *Poller) matches(name string) bool {
 
 // retryDelay is the backoff before attempt attempts+1 at a failed file.
 func (p *Poller) retryDelay(attempts int) time.Duration {
-	d := p.cfg.RetryBase << min(max(attempts-1, 0), 30)
-	if d <= 0 || d > p.cfg.RetryMax {
-		d = p.cfg.RetryMax
-	}
-	return d
+	return backoff.Capped(p.cfg.RetryBase, p.cfg.RetryMax, attempts)
 }
 
 // take claims, downloads, ingests and post-processes one file.
-func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.Fence) Stats {
+func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.Fence) Stats {
 	var st Stats
 	e := c.e
 	// A fresh correlation id per arrival, also for a file claimed by an
@@ -649,7 +655,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 		log.Info("last interchange has no IEA; left for a later poll", zap.Duration("incomplete_grace", p.cfg.IncompleteGrace))
 		return st
 	}
-	res, err := ingest.File(ctx, p.ingest, store.FileInfo{Source: p.cfg.Name, Path: c.ledger, Size: n, MTime: e.MTime,
+	res, err := inbox.Ingest(ctx, p.ingest, inbox.FileInfo{Source: p.cfg.Name, Path: c.ledger, Size: n, MTime: e.MTime,
 		SHA256: sum, CorrelationID: corr, Now: p.now(), Fence: fence}, spool)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -667,24 +673,24 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence store.
 	}
 	st.Ingested++
 	fields := []zap.Field{zap.String("sha256", sum), zap.Bool("x12", res.X12)}
-	for _, o := range []store.Outcome{store.Processed, store.Duplicate, store.BusinessDuplicate, store.Conflict, store.Rejected} {
+	for _, o := range []inbox.Outcome{inbox.Processed, inbox.Duplicate, inbox.BusinessDuplicate, inbox.Conflict, inbox.Rejected} {
 		if n := res.Count(o); n > 0 {
 			p.m.Sets.WithLabelValues(string(o)).Add(float64(n))
 			fields = append(fields, zap.Int(string(o), n))
 		}
 	}
 	for _, s := range res.Sets {
-		if s.Unbalanced && s.Outcome == store.Processed {
+		if s.Unbalanced && s.Outcome == inbox.Processed {
 			p.m.Unbalanced.Inc()
 		}
 		switch {
-		case s.Outcome == store.Conflict && len(s.ConflictKeys) > 0:
+		case s.Outcome == inbox.Conflict && len(s.ConflictKeys) > 0:
 			// Effect keys name payer and trace, or a digest of a claim's
 			// identity: no patient data.
 			log.Warn("effect conflict: an effect key already posted with other content; not posted",
 				zap.String("key", s.Key), zap.Strings("conflicting_effects", s.ConflictKeys),
 				zap.String("original_correlation_id", s.OriginalCorrelationID))
-		case s.Outcome == store.Conflict:
+		case s.Outcome == inbox.Conflict:
 			log.Warn("key conflict: same envelope key, other content; quarantined", zap.String("key", s.Key),
 				zap.String("original_correlation_id", s.OriginalCorrelationID))
 		}
@@ -870,12 +876,12 @@ func (c *capWriter) Write(b []byte) (int, error) {
 // after MaxAttempts, failed for good.
 func (p *Poller) fail(ctx context.Context, c candidate, stage string, err error, log *zap.Logger) {
 	attempts := 1
-	if c.hasPrev && c.prev.Status == store.FileRetrying {
+	if c.hasPrev && c.prev.Status == inbox.FileRetrying {
 		attempts = c.prev.Attempts + 1
 	}
-	status := store.FileRetrying
+	status := inbox.FileRetrying
 	if attempts >= p.cfg.MaxAttempts {
-		status = store.FileFailed
+		status = inbox.FileFailed
 		p.m.FilesFailed.WithLabelValues(p.cfg.Name, "gave_up").Inc()
 	}
 	p.m.FilesFailed.WithLabelValues(p.cfg.Name, stage).Inc()
@@ -886,8 +892,8 @@ func (p *Poller) fail(ctx context.Context, c candidate, stage string, err error,
 }
 
 // record writes the ledger row of the file e, known as ledger.
-func (p *Poller) record(ctx context.Context, ledger string, e Entry, status store.FileStatus, msg string) {
-	if _, err := p.st.RecordFileProblem(ctx, store.FileInfo{Source: p.cfg.Name, Path: ledger, Size: e.Size,
+func (p *Poller) record(ctx context.Context, ledger string, e Entry, status inbox.FileStatus, msg string) {
+	if _, err := p.st.RecordFileProblem(ctx, inbox.FileInfo{Source: p.cfg.Name, Path: ledger, Size: e.Size,
 		MTime: e.MTime, Now: p.now()}, status, msg); err != nil {
 		p.log.Error("ledger write failed", zap.String("path", ledger), zap.Error(err))
 	}
@@ -899,7 +905,7 @@ func (p *Poller) record(ctx context.Context, ledger string, e Entry, status stor
 // unclaimed one is checked again (size, mtime, identity) right before and
 // left for the next poll when it changed. A failure is counted and
 // retried on a later poll; the file is never ingested again for it.
-func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence store.Fence) bool {
+func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence inbox.Fence) bool {
 	if p.cfg.After == "leave" {
 		return false
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
-	"github.com/ediwatch/ediwatch/internal/source/local"
+	"github.com/ediwatch/ediwatch/internal/poller/local"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
@@ -55,7 +55,7 @@ func newHarnessOn(t *testing.T, st store.Store, src poller.Source, dirs []string
 	if mod != nil {
 		mod(&cfg)
 	}
-	p := poller.New(cfg, src, st, ingest.Options{Routes: storetest.Routes}, zap.NewNop(), m)
+	p := poller.New(cfg, src, st, inbox.Options{Routes: storetest.Routes}, zap.NewNop(), m)
 	return &harness{p: p, st: st, m: m, dir: dirs[0]}
 }
 
@@ -264,7 +264,7 @@ func TestRepeatedFailuresGiveUp(t *testing.T) {
 	}
 	states, _ := h.st.FileStates(context.Background(), "acme", []string{filepath.Join(dir, "a.835")})
 	st := states[filepath.Join(dir, "a.835")]
-	if st.Status != store.FileFailed || st.Attempts != 3 || !strings.Contains(st.LastError, "connection reset") {
+	if st.Status != inbox.FileFailed || st.Attempts != 3 || !strings.Contains(st.LastError, "connection reset") {
 		t.Errorf("ledger %+v", st)
 	}
 	if got := testutil.ToFloat64(h.m.FilesFailed.WithLabelValues("acme", "gave_up")); got != 1 {
@@ -326,7 +326,7 @@ func TestTooLargeIsRejectedWithoutDownload(t *testing.T) {
 		t.Error("a file over max_file_size was downloaded")
 	}
 	states, _ := h.st.FileStates(context.Background(), "acme", []string{filepath.Join(dir, "big.835")})
-	if st := states[filepath.Join(dir, "big.835")]; st.Status != store.FileRejected || !strings.Contains(st.LastError, "max_file_size") {
+	if st := states[filepath.Join(dir, "big.835")]; st.Status != inbox.FileRejected || !strings.Contains(st.LastError, "max_file_size") {
 		t.Errorf("ledger %+v", st)
 	}
 }
@@ -393,5 +393,23 @@ func TestCleanStopReleasesLeases(t *testing.T) {
 	<-done
 	if _, ok, _ := h.st.AcquireLease(context.Background(), lease, "second", time.Minute, time.Now().UTC()); !ok {
 		t.Error("the lease was not released on a clean stop")
+	}
+}
+
+// TestMinAgeFollowsTheInjectedClock: the poller reads time from its clock,
+// so moving the clock ages a file past min_age without waiting.
+func TestMinAgeFollowsTheInjectedClock(t *testing.T) {
+	dir := t.TempDir()
+	put(t, dir, "a.835", storetest.Fixture(t, "835_canonical.x12"))
+	h := newHarness(t, local.Source{}, []string{dir}, func(c *poller.Config) { c.MinAge = time.Hour })
+	now := time.Now().UTC()
+	h.p.SetClock(func() time.Time { return now })
+	h.poll(t)
+	if st := h.poll(t); st.Downloaded != 0 {
+		t.Fatalf("took a file younger than min_age: %+v", st)
+	}
+	now = now.Add(2 * time.Hour)
+	if st := h.poll(t); st.Ingested != 1 {
+		t.Errorf("a file aged past min_age by the clock: %+v", st)
 	}
 }

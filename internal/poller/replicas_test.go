@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
-	"github.com/ediwatch/ediwatch/internal/source/sftp"
+	"github.com/ediwatch/ediwatch/internal/poller/sftp"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
 	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
@@ -65,7 +65,7 @@ func TestThreeReplicasOnePostgresOneSFTP(t *testing.T) {
 		m := metrics.New(prometheus.NewRegistry())
 		p := poller.New(poller.Config{Name: "acme", Directories: []string{drop}, PollInterval: 50 * time.Millisecond,
 			Include: []string{"*.835"}, Holder: fmt.Sprintf("replica-%d", i), LeaseTTL: time.Second,
-			MaxFilesPerPoll: 150, Downloads: 4, SpoolDir: t.TempDir()}, src, st, ingest.Options{Routes: storetest.Routes},
+			MaxFilesPerPoll: 150, Downloads: 4, SpoolDir: t.TempDir()}, src, st, inbox.Options{Routes: storetest.Routes},
 			zap.NewNop(), m)
 		replicas = append(replicas, replica{p, m})
 	}

@@ -34,6 +34,9 @@ const (
 	KindAckTA1  = "ack.ta1"
 )
 
+// EffectKinds returns every effect kind, the ones a route may name.
+func EffectKinds() []string { return []string{KindPayment, KindClaim, KindAck999, KindAckTA1} }
+
 // Effect is a side effect to deliver: its business key is unique in the
 // outbox, so the same business fact is never posted twice.
 type Effect struct {

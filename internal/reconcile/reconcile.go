@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12"
 )
@@ -124,7 +125,7 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 		py := payer(p.PayerID)
 		py.Enqueued++
 		py.EnqueuedAmount = py.EnqueuedAmount.Add(p.Amount)
-		if e.Status == store.StatusDelivered {
+		if e.Status == outbox.StatusDelivered {
 			py.Delivered++
 			py.DeliveredAmount = py.DeliveredAmount.Add(p.Amount)
 		}

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -53,7 +54,7 @@ func TestReconcile(t *testing.T) {
 	}
 	// A dead row and a lost outbox row are divergences.
 	rows, _ := st.Claim(ctx, now, []string{"ledger"}, 1, time.Minute)
-	st.Dead(ctx, rows[0].ID, rows[0].LeaseToken, now, store.Failure{HTTPStatus: 400, Error: "x"})
+	st.Dead(ctx, rows[0].ID, rows[0].LeaseToken, now, outbox.Failure{HTTPStatus: 400, Error: "x"})
 	st.DB().Exec("DELETE FROM outbox WHERE effect_key = 'payment:1512345678:EFT0002'")
 	rep, _ = Run(ctx, st, since, time.Hour, now)
 	if !rep.Divergent || rep.Dead != 1 || len(rep.Payers[0].MissingEffects) != 1 {
@@ -64,7 +65,7 @@ func TestReconcile(t *testing.T) {
 	if !strings.Contains(out.String(), "1 parsed payments have no outbox row") || !strings.Contains(out.String(), "1 dead-lettered rows") {
 		t.Errorf("printed:\n%s", out.String())
 	}
-	if rep.Files[0].Source != "test" || rep.Files[0].Status != string(store.FileIngested) || rep.Files[0].Files != 4 {
+	if rep.Files[0].Source != "test" || rep.Files[0].Status != string(inbox.FileIngested) || rep.Files[0].Files != 4 {
 		t.Errorf("files %+v", rep.Files)
 	}
 }

@@ -1,4 +1,4 @@
-// Package sink delivers outbox rows to HTTP endpoints under ediwatch's
+// Package sink delivers messages (outbox rows, as the relay gives them) to HTTP endpoints under ediwatch's
 // delivery contract: a CloudEvents 1.0 JSON body (or the raw X12 of an
 // acknowledgment), an Idempotency-Key that is the effect key on every
 // attempt, Standard Webhooks signatures, traceparent and X-Correlation-ID.
@@ -25,9 +25,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ediwatch/ediwatch/internal/store"
 )
+
+// Message is what one delivery sends: an outbox row as the relay hands it
+// over.
+type Message struct {
+	// EffectKey names the effect on every attempt (the Idempotency-Key).
+	EffectKey string
+	// Kind is the effect kind (payment.posted, ack.999, ...).
+	Kind          string
+	CorrelationID string
+	Payload       json.RawMessage
+	// CreatedAt is when the effect was recorded (the event time).
+	CreatedAt time.Time
+}
 
 // Outcome is what a delivery attempt decided.
 type Outcome int
@@ -82,6 +93,9 @@ type Config struct {
 	Client *http.Client
 }
 
+// DefaultTimeout is the Timeout of a Config that sets none.
+const DefaultTimeout = 30 * time.Second
+
 // HTTP is a sink. It is safe for concurrent use.
 type HTTP struct {
 	cfg  Config
@@ -91,7 +105,7 @@ type HTTP struct {
 // New checks the configuration and decodes the secrets.
 func New(cfg Config) (*HTTP, error) {
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 30 * time.Second
+		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.Client == nil {
 		// Keep enough idle connections for every relay worker: the default
@@ -143,8 +157,8 @@ type event struct {
 	Data            json.RawMessage `json:"data"`
 }
 
-// Body returns the request body and content type for a row.
-func (h *HTTP) Body(row store.OutboxRow) ([]byte, string, error) {
+// Body returns the request body and content type for a message.
+func (h *HTTP) Body(row Message) ([]byte, string, error) {
 	if h.cfg.Raw && strings.HasPrefix(row.Kind, "ack.") {
 		var a struct {
 			X12 string `json:"x12"`
@@ -172,6 +186,28 @@ func (h *HTTP) Sign(id string, ts int64, body []byte) string {
 	return strings.Join(sigs, " ")
 }
 
+// Verify reports whether a request with header h and body holds a valid
+// Standard Webhooks signature under secret ("whsec_<base64>"): one of the
+// webhook-signature values is v1 and the HMAC-SHA256 of webhook-id,
+// webhook-timestamp and body. It is what a receiver checks (the demo's
+// receiver, the tests'); it does not check the timestamp's age.
+func Verify(secret string, h http.Header, body []byte) bool {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(strings.TrimSpace(secret), "whsec_"))
+	if err != nil || len(key) == 0 {
+		return false
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(h.Get("webhook-id") + "." + h.Get("webhook-timestamp") + "."))
+	m.Write(body)
+	want := []byte("v1," + base64.StdEncoding.EncodeToString(m.Sum(nil)))
+	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
+		if hmac.Equal([]byte(sig), want) {
+			return true
+		}
+	}
+	return false
+}
+
 // traceparent carries the file's trace: the trace id derives from the
 // correlation id, so every effect of one file shares it; the span is per
 // attempt.
@@ -186,7 +222,7 @@ const excerptLen = 256
 
 // Deliver makes one attempt at row. It never returns the request body or
 // the row's payload in Result.
-func (h *HTTP) Deliver(ctx context.Context, row store.OutboxRow, now time.Time) Result {
+func (h *HTTP) Deliver(ctx context.Context, row Message, now time.Time) Result {
 	body, ctype, err := h.Body(row)
 	if err != nil {
 		return Result{Outcome: Dead, Err: err.Error()}

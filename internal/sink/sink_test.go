@@ -3,11 +3,10 @@ package sink
 import (
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 func TestRedactURL(t *testing.T) {
@@ -44,7 +43,7 @@ func TestNetworkErrorRedactsURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := h.Deliver(context.Background(), store.OutboxRow{EffectKey: "k", Kind: "payment.posted", Payload: []byte(`{}`)}, time.Now())
+	res := h.Deliver(context.Background(), Message{EffectKey: "k", Kind: "payment.posted", Payload: []byte(`{}`)}, time.Now())
 	if res.Outcome != Retry || strings.Contains(res.Err, "hunter") || strings.Contains(res.Err, "bob") || !strings.Contains(res.Err, addr) {
 		t.Errorf("%v: %q", res.Outcome, res.Err)
 	}
@@ -57,5 +56,49 @@ func TestLogKeyHidesClaimKeys(t *testing.T) {
 	}
 	if got := LogKey("payment.posted", "payment:1512345678:EFT0001"); got != "payment:1512345678:EFT0001" {
 		t.Errorf("payment key %q", got)
+	}
+}
+
+// TestVerifyAcceptsTheSpecificationVector: Verify accepts the Standard
+// Webhooks specification's test vector and refuses it altered.
+func TestVerifyAcceptsTheSpecificationVector(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	body := []byte(`{"test": 2432232314}`)
+	h := http.Header{}
+	h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	h.Set("webhook-timestamp", "1614265330")
+	h.Set("webhook-signature", "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+	if !Verify(secret, h, body) {
+		t.Fatal("the specification's vector does not verify")
+	}
+	if Verify(secret, h, []byte(`{"test": 2432232315}`)) {
+		t.Error("an altered body verifies")
+	}
+	h.Set("webhook-timestamp", "1614265331")
+	if Verify(secret, h, body) {
+		t.Error("an altered timestamp verifies")
+	}
+}
+
+// TestVerifyAcceptsWhatSignSigns: every secret of a sink signs, and a
+// receiver holding any one of them verifies.
+func TestVerifyAcceptsWhatSignSigns(t *testing.T) {
+	secrets := []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_c2Vjb25kIHNlY3JldCBrZXk="}
+	h, err := New(Config{Name: "t", URL: "https://h/in", Secrets: secrets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"id":"k"}`)
+	hdr := http.Header{}
+	hdr.Set("webhook-id", "k")
+	hdr.Set("webhook-timestamp", "1700000000")
+	hdr.Set("webhook-signature", h.Sign("k", 1700000000, body))
+	for _, s := range secrets {
+		if !Verify(s, hdr, body) {
+			t.Errorf("a signature under %s... does not verify", s[:10])
+		}
+	}
+	if Verify("whsec_b3RoZXI=", hdr, body) {
+		t.Error("another secret verifies")
 	}
 }

@@ -1,7 +1,8 @@
-// Package store defines what ediwatch keeps durably — the inbox, the
-// outbox, the listing ledger, leases and control numbers — and the
-// contract both drivers (postgres, sqlite) implement. One conformance
-// suite, storetest, proves every driver against it.
+// Package store composes what ediwatch keeps durably: the inbox contracts
+// (internal/inbox: ingestions, the listing ledger), the outbox contract
+// (internal/outbox), leases and control numbers, into the one Store both
+// drivers (postgres, sqlite) implement. One conformance suite, storetest,
+// proves every driver against it.
 //
 // The central guarantee: a file's inbox claims, parsed results, outbox rows
 // and ledger row are committed in one transaction, or none of them are.
@@ -12,324 +13,25 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 )
 
-// Outcome is what ingest decided for one transaction set.
-type Outcome string
-
-const (
-	// Processed: newly claimed; its effects are in the outbox.
-	Processed Outcome = "processed"
-	// Duplicate: the key was already claimed with the same content.
-	Duplicate Outcome = "duplicate"
-	// BusinessDuplicate: a new key whose effects all exist already (a
-	// regenerated document): recorded, nothing posted.
-	BusinessDuplicate Outcome = "business_duplicate"
-	// Conflict: the key was claimed with other content (a key conflict),
-	// or an effect key of the set exists with other business content (an
-	// effect conflict, SetResult.ConflictKeys): quarantined as a sighting
-	// and counted, never silently dropped.
-	Conflict Outcome = "conflict"
-	// Rejected: the set failed validation; claimed as rejected, posts
-	// nothing. The next arrival of the key that processes claims it again,
-	// whatever its content hash; a rejected arrival with the same hash is a
-	// duplicate, with another hash it re-records the rejection.
-	Rejected Outcome = "rejected"
-)
-
-// Errors of the store, translated from each driver's own.
+// Errors of the store, translated from each driver's own. They are the
+// outbox's, so the relay, which cannot import store, tells them apart too.
 var (
 	// ErrLeaseLost: the lease token no longer matches: an outbox row's
 	// lease expired and the row was reaped or claimed by another relay,
-	// or a directory lease (a Fence) passed to another replica.
-	ErrLeaseLost = errors.New("store: lease lost")
-	// ErrTransient: the ingestion was rolled back by a conflict with a
-	// concurrent one (a deadlock or serialization failure); nothing of it
-	// is recorded, and writing it again may succeed.
-	ErrTransient = errors.New("store: transient conflict with a concurrent ingestion")
-	ErrNotFound  = errors.New("store: not found")
+	// or a directory lease (an inbox.Fence) passed to another replica.
+	ErrLeaseLost = outbox.ErrLeaseLost
+	ErrNotFound  = outbox.ErrNotFound
+	// ErrTransient: see inbox.ErrTransient.
+	ErrTransient = inbox.ErrTransient
 )
-
-// FileInfo describes the file an ingest records.
-type FileInfo struct {
-	Source string
-	Path   string
-	Size   int64
-	MTime  time.Time
-	SHA256 string
-	// CorrelationID names this arrival in logs, rows and deliveries.
-	CorrelationID string
-	// Now is the time recorded on every row.
-	Now time.Time
-	// Fence, when set, is the directory lease the file was taken under:
-	// Commit refuses (ErrLeaseLost) and records nothing when the lease no
-	// longer has Fence.Token.
-	Fence Fence
-	// FailBeforeCommit, when set, makes Commit perform every write and
-	// then fail with this error instead of committing. For tests that
-	// prove a failed ingest leaves nothing behind.
-	FailBeforeCommit error
-}
-
-// Effect is an outbox row to insert.
-type Effect struct {
-	Kind        string          `json:"kind"`
-	Key         string          `json:"key"`
-	OrderingKey string          `json:"ordering_key"`
-	Sink        string          `json:"sink"`
-	Payload     json.RawMessage `json:"payload"`
-	// Hash is the SHA-256 (hex) of the effect's business content, without
-	// envelope keys or control numbers: an existing effect key with the
-	// same hash is a business duplicate, with another hash a conflict.
-	Hash string `json:"hash"`
-	// UnlessConflictIn, for an acknowledgment, is the key prefix of the
-	// sets it answers: it is not inserted when one of them was a key
-	// conflict in the same ingestion (quarantined content is not accepted).
-	UnlessConflictIn string `json:"-"`
-}
-
-// SetRecord is one transaction set to claim.
-type SetRecord struct {
-	Key         string
-	ContentHash string
-	Type        string
-	Rejected    bool
-	Reason      string
-	// Summary is the document summary kept on the inbox row (no patient
-	// data); may be nil.
-	Summary json.RawMessage
-	Effects []Effect
-}
-
-// SetResult is the outcome of one set.
-type SetResult struct {
-	Key     string
-	Outcome Outcome
-	// OriginalCorrelationID is the correlation id of the claim a duplicate
-	// or conflict refers to; for a new claim, the file's own.
-	OriginalCorrelationID string
-	// EffectKeys are the outbox rows this set inserted.
-	EffectKeys []string
-	// ConflictKeys are the set's effect keys that exist with other
-	// business content (outcome Conflict); none was inserted.
-	ConflictKeys []string
-}
-
-// FileStatus is the ledger status of a remote file.
-type FileStatus string
-
-const (
-	// FileIngested: recorded (whatever its sets' outcomes); final.
-	FileIngested FileStatus = "ingested"
-	// FileRejected: not ingested, for a reason that will not change (too
-	// large, not X12); final.
-	FileRejected FileStatus = "rejected"
-	// FileRetrying: a download or parse failed; retried on later polls.
-	FileRetrying FileStatus = "retrying"
-	// FileFailed: failed too often; final until an operator acts.
-	FileFailed FileStatus = "failed"
-)
-
-// IngestResult is what Commit returns.
-type IngestResult struct {
-	Sets []SetResult
-	// AckKeys are the acknowledgment outbox rows inserted.
-	AckKeys []string
-}
-
-// Count returns how many sets had the outcome.
-func (r *IngestResult) Count(o Outcome) int {
-	n := 0
-	for _, s := range r.Sets {
-		if s.Outcome == o {
-			n++
-		}
-	}
-	return n
-}
-
-// Ingestion records one file. Sets and acknowledgments are added in file
-// order; nothing is visible to others until Commit. An Ingestion is used
-// by one goroutine; Rollback after Commit is a no-op, so `defer
-// ing.Rollback()` is always safe.
-//
-// From its first AddSet or AddAck until Commit or Rollback, an ingestion
-// may hold the database's write lock (SQLite) or a connection in a
-// transaction (PostgreSQL), so the caller prepares everything first —
-// parsing, control numbers — and adds without pause. It never needs a
-// second connection meanwhile.
-type Ingestion interface {
-	AddSet(ctx context.Context, s SetRecord) error
-	AddAck(ctx context.Context, e Effect) error
-	// Commit writes the file's ledger row with status and commits all of
-	// it in one transaction.
-	Commit(ctx context.Context, status FileStatus, lastError string) (*IngestResult, error)
-	Rollback()
-}
-
-// Ingester starts ingestions. Any number may run at once, from any number
-// of processes: unique constraints decide every race.
-type Ingester interface {
-	BeginIngest(ctx context.Context, f FileInfo) (Ingestion, error)
-}
-
-// OutboxRow is one effect to deliver.
-type OutboxRow struct {
-	ID             int64
-	EffectKey      string
-	Kind           string
-	Sink           string
-	OrderingKey    string
-	InboxKey       string
-	CorrelationID  string
-	Payload        json.RawMessage
-	Status         string
-	Attempts       int
-	NextAttemptAt  time.Time
-	LeaseToken     string
-	LeaseExpiresAt time.Time
-	LastError      string
-	LastStatus     int
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	// AgeFrom is when the row's age budget (relay.max_age) started: its
-	// creation, or its last replay from the dead-letter queue.
-	AgeFrom time.Time
-	// LastResponse is a bounded excerpt of the receiver's last response
-	// body. Receivers echo payloads, so it may hold patient data: it is
-	// kept in the store only, never logged, shown only on request.
-	LastResponse string
-	// ErrorHistory holds the last errors of earlier lives of the row, one
-	// line per replay (oldest first, bounded), so a replay keeps them.
-	ErrorHistory string
-}
-
-// Outbox row statuses.
-const (
-	StatusPending   = "pending"
-	StatusInflight  = "inflight"
-	StatusDelivered = "delivered"
-	StatusDead      = "dead"
-	StatusDiscarded = "discarded"
-)
-
-// Completion is a delivered row to record.
-type Completion struct {
-	ID         int64
-	Token      string
-	HTTPStatus int
-}
-
-// Held is a claimed row a relay still holds: its id and lease token.
-type Held struct {
-	ID    int64
-	Token string
-}
-
-// Failure is what a failed attempt recorded.
-type Failure struct {
-	HTTPStatus int
-	// Error describes the failure without any response body.
-	Error string
-	// Response is a bounded excerpt of the response body (may hold
-	// patient data; kept apart from Error, see OutboxRow.LastResponse).
-	Response string
-}
-
-// LostOf returns the ids of done absent from updated.
-func LostOf(done []Completion, updated []int64) []int64 {
-	ok := make(map[int64]bool, len(updated))
-	for _, id := range updated {
-		ok[id] = true
-	}
-	var lost []int64
-	for _, c := range done {
-		if !ok[c.ID] {
-			lost = append(lost, c.ID)
-		}
-	}
-	return lost
-}
-
-// SinkStats are the outbox counts of one sink.
-type SinkStats struct {
-	Sink      string
-	Pending   int
-	Inflight  int
-	Dead      int
-	Delivered int
-	// OldestPending is the age of the oldest pending row, 0 when none.
-	OldestPending time.Duration
-}
-
-// Outbox is the relay's view of the outbox. Every transition of a claimed
-// row is fenced by its lease token: a relay whose lease was lost gets
-// ErrLeaseLost and must not act on the row.
-type Outbox interface {
-	// Claim leases up to limit due rows (of the given sinks, or all when
-	// sinks is empty) for lease, never a row whose sink and ordering key
-	// have an earlier pending or in-flight row, and never a row another
-	// claimer holds. The attempt is counted at claim. Rows are returned in
-	// id order.
-	//
-	// Order is per sink and ordering key, and it is commit order: of two
-	// rows with the same sink and ordering key, the one inserted by a
-	// transaction that is still open is never passed over; a second
-	// transaction inserting a row of that key waits for the first to end,
-	// and its row takes a higher id (ids of one key follow commit order).
-	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]OutboxRow, error)
-	// ExtendLeases moves the lease of each held row to now+lease, fenced by
-	// its token; it returns the ids whose lease was lost (another relay
-	// owns them, or they were finished), which are left as they are. A
-	// relay calls it while a batch is in flight so no lease lapses.
-	ExtendLeases(ctx context.Context, held []Held, now time.Time, lease time.Duration) (lost []int64, err error)
-	// Complete marks a claimed row delivered (httpStatus recorded).
-	Complete(ctx context.Context, id int64, token string, now time.Time, httpStatus int) error
-	// CompleteMany marks several claimed rows delivered in one statement,
-	// each fenced by its own token; it returns the ids whose lease was
-	// lost (those rows are left as they are).
-	CompleteMany(ctx context.Context, done []Completion, now time.Time) (lost []int64, err error)
-	// Retry returns a claimed row to pending, due at at, recording f.
-	Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error
-	// Dead moves a claimed row to the dead-letter queue, recording f.
-	Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error
-	// Snooze returns a claimed row to pending, due at at, without counting
-	// the attempt (e.g. its sink's circuit breaker is open).
-	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
-	// ReapExpired returns rows whose lease expired to pending.
-	ReapExpired(ctx context.Context, now time.Time) (int, error)
-	// ListDead lists dead rows, of one sink when sink is not empty.
-	ListDead(ctx context.Context, sink string, limit int) ([]OutboxRow, error)
-	// GetOutbox returns one row.
-	GetOutbox(ctx context.Context, id int64) (OutboxRow, error)
-	// Replay returns dead rows to pending with their attempts reset and a
-	// fresh age budget counted from now (AgeFrom): the given ids, or all of
-	// sink when ids is empty and sink is set, or all when both are empty
-	// and all is true. The last error is kept, and appended to ErrorHistory,
-	// which keeps the row's earlier errors across replays. The effect key, and so the Idempotency-Key,
-	// is unchanged.
-	Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error)
-	// Discard resolves dead rows without delivering them. The rows are
-	// kept (status discarded): their effect keys must go on preventing a
-	// re-delivered document from posting again.
-	Discard(ctx context.Context, ids []int64, now time.Time) (int, error)
-	// Stats returns the counts per sink.
-	Stats(ctx context.Context, now time.Time) ([]SinkStats, error)
-}
-
-// Fence is a lease as granted: writes made under it are refused once the
-// lease has changed hands. The zero Fence fences nothing.
-type Fence struct {
-	Name  string
-	Token int64
-}
-
-// IsZero reports whether f fences nothing.
-func (f Fence) IsZero() bool { return f.Name == "" }
 
 // Leases are named compare-and-set leases with fencing tokens, for
 // sources (one poller per source and directory) and the maintenance
@@ -346,34 +48,9 @@ type Leases interface {
 	// f.Token and has not expired at now (the database clock on
 	// PostgreSQL). Callers check it right before acting outside the store
 	// (deleting or moving a remote file).
-	CheckLease(ctx context.Context, f Fence, now time.Time) error
+	CheckLease(ctx context.Context, f inbox.Fence, now time.Time) error
 	// ReleaseLease gives the lease up if holder still holds it with token.
 	ReleaseLease(ctx context.Context, name, holder string, token int64) error
-}
-
-// FileState is a remote file's row in the listing ledger.
-type FileState struct {
-	Size      int64
-	MTime     time.Time
-	SHA256    string
-	Status    FileStatus
-	Attempts  int
-	LastError string
-	PostDone  bool
-	UpdatedAt time.Time
-}
-
-// Ledger is the poller's view of the listing ledger.
-type Ledger interface {
-	// FileStates returns, in one query, the ledger rows of the given paths
-	// of source; paths without a row are absent from the map.
-	FileStates(ctx context.Context, source string, paths []string) (map[string]FileState, error)
-	// RecordFileProblem records a file that was not ingested: status
-	// retrying or failed (a download or processing failure; attempts count
-	// up while size and mtime stay the same) or rejected (e.g. too large).
-	RecordFileProblem(ctx context.Context, f FileInfo, status FileStatus, lastError string) (FileState, error)
-	// MarkPostDone records that post-processing (delete, move) is done.
-	MarkPostDone(ctx context.Context, source, path string, now time.Time) error
 }
 
 // Facts are the raw rows reconciliation compares, since a time.
@@ -438,25 +115,32 @@ type Counts struct {
 	Files     map[string]int // by ledger status
 }
 
-// Rows is the part of a driver's result set that CollectCounts reads.
+// Rows is the part of a driver's result set that CollectCounts and
+// CollectRows read.
 type Rows interface {
 	Next() bool
 	Scan(dest ...any) error
 	Err() error
 }
 
-// CollectCounts runs the count queries every driver shares through query,
-// which returns the rows and a function that closes them.
-func CollectCounts(query func(sql string) (Rows, func(), error)) (Counts, error) {
+// CountQueries are a driver's count queries, each returning (key, count)
+// rows.
+type CountQueries struct {
+	Inbox, Sightings, Outbox, Files string
+}
+
+// CollectCounts runs a driver's count queries qs through query, which
+// returns the rows and a function that closes them.
+func CollectCounts(qs CountQueries, query func(sql string) (Rows, func(), error)) (Counts, error) {
 	c := Counts{Inbox: map[string]int{}, Sightings: map[string]int{}, Outbox: map[string]int{}, Files: map[string]int{}}
 	for _, q := range []struct {
 		sql string
 		m   map[string]int
 	}{
-		{"SELECT status, count(*) FROM inbox GROUP BY status", c.Inbox},
-		{"SELECT kind, count(*) FROM sighting GROUP BY kind", c.Sightings},
-		{"SELECT status, count(*) FROM outbox GROUP BY status", c.Outbox},
-		{"SELECT status, count(*) FROM remote_file GROUP BY status", c.Files},
+		{qs.Inbox, c.Inbox},
+		{qs.Sightings, c.Sightings},
+		{qs.Outbox, c.Outbox},
+		{qs.Files, c.Files},
 	} {
 		if err := collectCount(query, q.sql, q.m); err != nil {
 			return c, fmt.Errorf("counts: %w", err)
@@ -484,10 +168,10 @@ func collectCount(query func(string) (Rows, func(), error), sql string, m map[st
 
 // Store is everything a driver provides. It is safe for concurrent use.
 type Store interface {
-	Ingester
-	Outbox
+	inbox.Ingester
+	outbox.Store
 	Leases
-	Ledger
+	inbox.Ledger
 	Reconciler
 	// NextControlNumber returns our next outbound ISA13/GS06 for sender:
 	// unique across every process, and greater than every number this
@@ -505,6 +189,61 @@ type Store interface {
 	// Migrate applies pending migrations; concurrent calls are safe.
 	Migrate(ctx context.Context) error
 	Close()
+}
+
+// CollectRows reads every row of rows with scan, closes them with
+// closeRows and returns them, or the first error of a scan or of the
+// iteration (rows.Err).
+func CollectRows[T any](rows Rows, closeRows func(), scan func(Rows) (T, error)) ([]T, error) {
+	defer closeRows()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// DeleteInBatches runs each statement of deletes through exec until it
+// deletes fewer than batch rows, and returns how many rows they deleted
+// in all. exec runs one statement with the batch size as its limit and
+// returns the rows it deleted. Drivers prune with it.
+func DeleteInBatches(deletes []string, batch int, exec func(sql string) (int64, error)) (int, error) {
+	total := 0
+	for _, q := range deletes {
+		for {
+			n, err := exec(q)
+			if err != nil {
+				return total, fmt.Errorf("prune: %w", err)
+			}
+			total += int(n)
+			if int(n) < batch {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// failBeforeCommitKey is the context key of FailBeforeCommit.
+type failBeforeCommitKey struct{}
+
+// FailBeforeCommit returns a context under which an ingestion's Commit
+// performs every write and then fails with err instead of committing. It
+// is for the conformance suite, which proves a failed ingest leaves
+// nothing behind; drivers read it with InjectedCommitFailure.
+func FailBeforeCommit(ctx context.Context, err error) context.Context {
+	return context.WithValue(ctx, failBeforeCommitKey{}, err)
+}
+
+// InjectedCommitFailure returns the error FailBeforeCommit put in ctx, nil
+// when none.
+func InjectedCommitFailure(ctx context.Context) error {
+	err, _ := ctx.Value(failBeforeCommitKey{}).(error)
+	return err
 }
 
 // NewToken returns a random lease token.

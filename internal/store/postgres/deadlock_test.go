@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -27,7 +28,7 @@ func TestDeadlockedIngestIsWrittenAgain(t *testing.T) {
 	// The two payments' ordering keys, in file order, from a dry run in
 	// another schema.
 	dry := newStore(t)
-	res, err := ingest.File(ctx, ingest.Options{Store: dry, Routes: storetest.Routes}, fileInfo(file.Len()),
+	res, err := inbox.Ingest(ctx, inbox.Options{Store: dry, Routes: storetest.Routes}, fileInfo(file.Len()),
 		bytes.NewReader(file.Bytes()))
 	if err != nil || len(res.Sets) != 2 || len(res.Sets[0].EffectKeys) != 1 || len(res.Sets[1].EffectKeys) != 1 {
 		t.Fatalf("dry run: %v %+v", err, res)
@@ -50,10 +51,10 @@ func TestDeadlockedIngestIsWrittenAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	var got *ingest.Result
+	var got *inbox.Report
 	go func() {
 		var err error
-		got, err = ingest.File(ctx, ingest.Options{Store: s, Routes: storetest.Routes}, fileInfo(file.Len()),
+		got, err = inbox.Ingest(ctx, inbox.Options{Store: s, Routes: storetest.Routes}, fileInfo(file.Len()),
 			bytes.NewReader(file.Bytes()))
 		done <- err
 	}()
@@ -74,17 +75,17 @@ func TestDeadlockedIngestIsWrittenAgain(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the ingest did not finish")
 	}
-	if got.Count(store.Processed) != 2 {
+	if got.Count(inbox.Processed) != 2 {
 		t.Errorf("sets %+v, want both processed", got.Sets)
 	}
-	if c, _ := s.Counts(ctx); c.Outbox[store.StatusPending] != 3 { // two payments and a 999
+	if c, _ := s.Counts(ctx); c.Outbox[outbox.StatusPending] != 3 { // two payments and a 999
 		t.Errorf("outbox %v", c.Outbox)
 	}
 }
 
-func fileInfo(size int) store.FileInfo {
+func fileInfo(size int) inbox.FileInfo {
 	now := time.Now().UTC()
-	return store.FileInfo{Source: "dl", Path: "dl.835", Size: int64(size), MTime: now, SHA256: "dl",
+	return inbox.FileInfo{Source: "dl", Path: "dl.835", Size: int64(size), MTime: now, SHA256: "dl",
 		CorrelationID: store.NewCorrelationID(), Now: now}
 }
 

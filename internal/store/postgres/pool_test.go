@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
@@ -85,7 +86,7 @@ func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
 			lwg.Add(1)
 			go func() {
 				defer lwg.Done()
-				s.Listen(ctx, func() { once.Do(func() { close(listening) }) })
+				s.Listen(ctx, func() { once.Do(func() { close(listening) }) }, nil)
 			}()
 			defer func() { cancel(); lwg.Wait() }()
 			<-listening
@@ -106,12 +107,12 @@ func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r, err := ingest.File(ictx, ingest.Options{Store: bs, Routes: storetest.Routes},
-						store.FileInfo{Source: "pool", Path: fmt.Sprintf("big%d.835", i), Size: int64(buf.Len()),
+					r, err := inbox.Ingest(ictx, inbox.Options{Store: bs, Routes: storetest.Routes},
+						inbox.FileInfo{Source: "pool", Path: fmt.Sprintf("big%d.835", i), Size: int64(buf.Len()),
 							SHA256: fmt.Sprintf("sha%d", i), CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()},
 						bytes.NewReader(buf.Bytes()))
-					if err == nil && (r.Count(store.Processed) != 2*flushAtRows || len(r.AckKeys) != 1) {
-						err = fmt.Errorf("processed %d, acks %d", r.Count(store.Processed), len(r.AckKeys))
+					if err == nil && (r.Count(inbox.Processed) != 2*flushAtRows || len(r.AckKeys) != 1) {
+						err = fmt.Errorf("processed %d, acks %d", r.Count(inbox.Processed), len(r.AckKeys))
 					}
 					errs[i] = err
 				}()
@@ -138,9 +139,9 @@ func TestIngestDeadlineWhenPoolExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := storetest.Fixture(t, "835_canonical.x12")
-	file := func() (*ingest.Result, error) {
-		return ingest.File(ctx, ingest.Options{Store: s, Routes: storetest.Routes, Timeout: 300 * time.Millisecond},
-			store.FileInfo{Source: "pool", Path: "a.835", Size: int64(len(data)), SHA256: "a",
+	file := func() (*inbox.Report, error) {
+		return inbox.Ingest(ctx, inbox.Options{Store: s, Routes: storetest.Routes, Timeout: 300 * time.Millisecond},
+			inbox.FileInfo{Source: "pool", Path: "a.835", Size: int64(len(data)), SHA256: "a",
 				CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()}, bytes.NewReader(data))
 	}
 	if _, err := file(); !errors.Is(err, context.DeadlineExceeded) {
@@ -148,7 +149,38 @@ func TestIngestDeadlineWhenPoolExhausted(t *testing.T) {
 	}
 	held.Release()
 	r, err := file()
-	if err != nil || r.Count(store.Processed) != 1 {
+	if err != nil || r.Count(inbox.Processed) != 1 {
 		t.Fatalf("after release: %v %+v", err, r)
+	}
+}
+
+// TestListenReportsWhyItReconnects: when its connection cannot be had,
+// Listen tells onError why and when it retries, instead of dropping the
+// error.
+func TestListenReportsWhyItReconnects(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool, err := pgxpool.New(ctx, testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.Close() // every Acquire now fails
+	s := &Store{pool: pool}
+	var errs []error
+	var waits []time.Duration
+	err = s.Listen(ctx, func() {}, func(err error, retryIn time.Duration) {
+		errs, waits = append(errs, err), append(waits, retryIn)
+		if len(errs) == 2 {
+			cancel()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(errs) != 2 || errs[0] == nil || errs[1] == nil {
+		t.Fatalf("onError got %v, want two connection errors", errs)
+	}
+	if waits[0] != 100*time.Millisecond || waits[1] != 200*time.Millisecond {
+		t.Errorf("retries in %v, want 100ms then 200ms", waits)
 	}
 }

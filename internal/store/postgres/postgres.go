@@ -9,10 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ediwatch/ediwatch/internal/backoff"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/migrations"
 )
@@ -98,11 +99,10 @@ const migrationLock = 7_143_201_955
 // Migrate applies the pending embedded migrations in one transaction under
 // an advisory lock, so concurrent starts are safe.
 func (s *Store) Migrate(ctx context.Context) error {
-	files, err := fs.Glob(migrations.FS, "postgres/*.sql")
+	all, err := migrations.Of("postgres")
 	if err != nil {
 		return err
 	}
-	sort.Strings(files)
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -123,24 +123,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	for _, f := range files {
-		name := strings.TrimPrefix(f, "postgres/")
-		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migrate: bad migration name %s", name)
-		}
-		if slices.Contains(applied, v) {
+	for _, m := range all {
+		if slices.Contains(applied, m.Version) {
 			continue
 		}
-		sql, err := fs.ReadFile(migrations.FS, f)
-		if err != nil {
-			return err
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, string(sql)); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
-		}
-		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", v, name); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
+		if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
 	return tx.Commit(ctx)
@@ -151,14 +142,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 // whose batch grows past flushAt opens an explicit transaction and sends
 // batches as they fill.
 type ingestion struct {
-	s       *store.FileInfo
+	s       *inbox.FileInfo
 	st      *Store
 	batch   *pgx.Batch
 	queued  []queued
 	bytes   int
 	conn    *pgxpool.Conn
 	tx      pgx.Tx
-	result  store.IngestResult
+	result  inbox.IngestResult
 	done    bool
 	setRows int
 }
@@ -173,15 +164,15 @@ const (
 	flushAtRows  = 500
 )
 
-// BeginIngest implements store.Ingester.
-func (s *Store) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingestion, error) {
+// BeginIngest implements inbox.Ingester.
+func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingestion, error) {
 	return &ingestion{s: &f, st: s, batch: &pgx.Batch{}}, nil
 }
 
 const claimSQL = `SELECT outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_set(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 
-func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
+func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	status := "processed"
 	if r.Rejected {
 		status = "rejected"
@@ -212,7 +203,7 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 	                             AND substr(key, 1, length($8)) = $8)
 	ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key`
 
-func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
+func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now,
 		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
@@ -248,12 +239,12 @@ func (in *ingestion) read(br pgx.BatchResults) error {
 	for _, q := range in.queued {
 		switch q.kind {
 		case "set":
-			var r store.SetResult
+			var r inbox.SetResult
 			var outcome string
 			if err := br.QueryRow().Scan(&outcome, &r.OriginalCorrelationID, &r.EffectKeys, &r.ConflictKeys); err != nil {
 				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
 			}
-			r.Key, r.Outcome = q.key, store.Outcome(outcome)
+			r.Key, r.Outcome = q.key, inbox.Outcome(outcome)
 			in.result.Sets = append(in.result.Sets, r)
 		case "ack":
 			var key string
@@ -281,7 +272,7 @@ const ledgerSQL = `INSERT INTO remote_file (source, path, size, mtime, sha256, s
 	sets = excluded.sets, post_done = false, correlation_id = excluded.correlation_id,
 	updated_at = excluded.updated_at`
 
-func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastError string) (*store.IngestResult, error) {
+func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastError string) (*inbox.IngestResult, error) {
 	if in.done {
 		return nil, errors.New("ingest: already finished")
 	}
@@ -306,7 +297,8 @@ func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastEr
 	// in a transaction is delivered at commit, never on rollback).
 	in.batch.Queue("SELECT pg_notify($1, '')", NotifyChannel)
 	in.queued = append(in.queued, queued{kind: "exec", key: "notify"})
-	if f.FailBeforeCommit != nil {
+	injected := store.InjectedCommitFailure(ctx)
+	if injected != nil {
 		// Every write is queued; this fails the transaction before commit.
 		in.batch.Queue("SELECT 1/0")
 		in.queued = append(in.queued, queued{kind: "exec", key: "injected failure"})
@@ -330,8 +322,8 @@ func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastEr
 		}
 		in.release()
 	}
-	if f.FailBeforeCommit != nil && err != nil {
-		return nil, f.FailBeforeCommit
+	if injected != nil && err != nil {
+		return nil, injected
 	}
 	if err != nil {
 		return nil, ingestErr(err)
@@ -359,8 +351,8 @@ const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correla
 	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 'epoch'), last_error,
 	last_status, created_at, updated_at, coalesce(age_from, created_at), last_response, error_history`
 
-func scanRow(row pgx.Row) (store.OutboxRow, error) {
-	var r store.OutboxRow
+func scanRow(row pgx.Row) (outbox.Row, error) {
+	var r outbox.Row
 	var payload []byte
 	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
 		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.LeaseToken, &r.LeaseExpiresAt, &r.LastError, &r.LastStatus,
@@ -369,9 +361,9 @@ func scanRow(row pgx.Row) (store.OutboxRow, error) {
 	return r, err
 }
 
-func collect(rows pgx.Rows) ([]store.OutboxRow, error) {
+func collect(rows pgx.Rows) ([]outbox.Row, error) {
 	defer rows.Close()
-	var out []store.OutboxRow
+	var out []outbox.Row
 	for rows.Next() {
 		r, err := scanRow(rows)
 		if err != nil {
@@ -388,20 +380,23 @@ const NotifyChannel = "ediwatch_outbox"
 // Listen calls wake whenever an ingest commits, until ctx is cancelled. It
 // holds one connection, and reconnects with backoff when it drops; a wake
 // is sent after each reconnect, since notifications may have been missed.
-func (s *Store) Listen(ctx context.Context, wake func()) error {
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
+// onError, when set, is told why the connection dropped and when Listen
+// reconnects.
+func (s *Store) Listen(ctx context.Context, wake func(), onError func(err error, retryIn time.Duration)) error {
+	for failures := 1; ctx.Err() == nil; failures++ {
 		err := s.listenOnce(ctx, wake)
 		if ctx.Err() != nil {
 			return nil
+		}
+		delay := backoff.Capped(100*time.Millisecond, 10*time.Second, failures)
+		if onError != nil {
+			onError(err, delay)
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, 10*time.Second)
-		_ = err
 	}
 	return nil
 }
@@ -425,8 +420,8 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) error {
 	}
 }
 
-// Claim implements store.Outbox.
-func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error) {
+// Claim implements outbox.Store.
+func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]outbox.Row, error) {
 	// The sink filter is written so that no index can serve it: the
 	// planner must walk outbox_due in due order, never fetch every open row
 	// of the sinks and sort them (as it would with "sink = ANY(...)" and
@@ -468,15 +463,8 @@ func (s *Store) fenced(ctx context.Context, sql string, args ...any) error {
 	return nil
 }
 
-// Complete implements store.Outbox.
-func (s *Store) Complete(ctx context.Context, id int64, token string, now time.Time, status int) error {
-	return s.fenced(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
-		last_status = $3, last_error = '', delivered_at = $4, updated_at = $4
-		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, status, now)
-}
-
-// CompleteMany implements store.Outbox.
-func (s *Store) CompleteMany(ctx context.Context, done []store.Completion, now time.Time) ([]int64, error) {
+// CompleteMany implements outbox.Store.
+func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now time.Time) ([]int64, error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
@@ -496,11 +484,11 @@ func (s *Store) CompleteMany(ctx context.Context, done []store.Completion, now t
 	if err != nil {
 		return nil, err
 	}
-	return store.LostOf(done, updated), nil
+	return outbox.LostOf(done, updated), nil
 }
 
-// ExtendLeases implements store.Outbox.
-func (s *Store) ExtendLeases(ctx context.Context, held []store.Held, now time.Time, lease time.Duration) ([]int64, error) {
+// ExtendLeases implements outbox.Store.
+func (s *Store) ExtendLeases(ctx context.Context, held []outbox.Held, now time.Time, lease time.Duration) ([]int64, error) {
 	if len(held) == 0 {
 		return nil, nil
 	}
@@ -523,36 +511,36 @@ func (s *Store) ExtendLeases(ctx context.Context, held []store.Held, now time.Ti
 }
 
 // lostHeld returns the ids of held absent from updated.
-func lostHeld(held []store.Held, updated []int64) []int64 {
-	done := make([]store.Completion, len(held))
+func lostHeld(held []outbox.Held, updated []int64) []int64 {
+	done := make([]outbox.Completion, len(held))
 	for i, h := range held {
-		done[i] = store.Completion{ID: h.ID}
+		done[i] = outbox.Completion{ID: h.ID}
 	}
-	return store.LostOf(done, updated)
+	return outbox.LostOf(done, updated)
 }
 
-// Retry implements store.Outbox.
-func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f store.Failure) error {
+// Retry implements outbox.Store.
+func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f outbox.Failure) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $5, last_status = $3, last_error = $6, last_response = $7, updated_at = $4
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, f.HTTPStatus, now, at, f.Error, f.Response)
 }
 
-// Dead implements store.Outbox.
-func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f store.Failure) error {
+// Dead implements outbox.Store.
+func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f outbox.Failure) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
 		last_status = $3, last_error = $5, last_response = $6, updated_at = $4
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, f.HTTPStatus, now, f.Error, f.Response)
 }
 
-// Snooze implements store.Outbox.
+// Snooze implements outbox.Store.
 func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time.Time) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $4, attempts = greatest(attempts - 1, 0), updated_at = $3
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, now, at)
 }
 
-// ReapExpired implements store.Outbox.
+// ReapExpired implements outbox.Store.
 func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL,
 		lease_expires_at = NULL, next_attempt_at = $1, updated_at = $1
@@ -560,8 +548,8 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 	return int(tag.RowsAffected()), err
 }
 
-// ListDead implements store.Outbox.
-func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]store.OutboxRow, error) {
+// ListDead implements outbox.Store.
+func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]outbox.Row, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+outboxCols+` FROM outbox
 		WHERE status = 'dead' AND ($1 = '' OR sink = $1) ORDER BY id LIMIT $2`, sink, limit)
 	if err != nil {
@@ -570,8 +558,8 @@ func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]store.O
 	return collect(rows)
 }
 
-// GetOutbox implements store.Outbox.
-func (s *Store) GetOutbox(ctx context.Context, id int64) (store.OutboxRow, error) {
+// GetOutbox implements outbox.Store.
+func (s *Store) GetOutbox(ctx context.Context, id int64) (outbox.Row, error) {
 	r, err := scanRow(s.pool.QueryRow(ctx, `SELECT `+outboxCols+` FROM outbox WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, store.ErrNotFound
@@ -579,7 +567,7 @@ func (s *Store) GetOutbox(ctx context.Context, id int64) (store.OutboxRow, error
 	return r, err
 }
 
-// Replay implements store.Outbox.
+// Replay implements outbox.Store.
 func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error) {
 	if len(ids) == 0 && sink == "" && !all {
 		return 0, errors.New("replay: name rows, a sink, or all")
@@ -600,7 +588,7 @@ func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, 
 // historyMax bounds error_history (characters; the oldest lines go first).
 const historyMax = "4096"
 
-// Discard implements store.Outbox.
+// Discard implements outbox.Store.
 func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, error) {
 	if len(ids) == 0 {
 		return 0, errors.New("discard: name the rows")
@@ -610,8 +598,8 @@ func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, e
 	return int(tag.RowsAffected()), err
 }
 
-// Stats implements store.Outbox.
-func (s *Store) Stats(ctx context.Context, now time.Time) ([]store.SinkStats, error) {
+// Stats implements outbox.Store.
+func (s *Store) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, error) {
 	rows, err := s.pool.Query(ctx, `SELECT sink,
 		count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'inflight'),
 		count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'delivered'),
@@ -621,9 +609,9 @@ func (s *Store) Stats(ctx context.Context, now time.Time) ([]store.SinkStats, er
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.SinkStats
+	var out []outbox.SinkStats
 	for rows.Next() {
-		var st store.SinkStats
+		var st outbox.SinkStats
 		var oldest time.Time
 		if err := rows.Scan(&st.Sink, &st.Pending, &st.Inflight, &st.Dead, &st.Delivered, &oldest); err != nil {
 			return nil, err
@@ -660,7 +648,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string, token int
 }
 
 // CheckLease implements store.Leases, on the database clock.
-func (s *Store) CheckLease(ctx context.Context, f store.Fence, _ time.Time) error {
+func (s *Store) CheckLease(ctx context.Context, f inbox.Fence, _ time.Time) error {
 	var live bool
 	err := s.pool.QueryRow(ctx, `SELECT expires_at >= now() FROM lease WHERE name = $1 AND token = $2`,
 		f.Name, f.Token).Scan(&live)
@@ -717,31 +705,31 @@ func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, er
 	return n, nil
 }
 
-// FileStates implements store.Ledger.
-func (s *Store) FileStates(ctx context.Context, source string, paths []string) (map[string]store.FileState, error) {
+// FileStates implements inbox.Ledger.
+func (s *Store) FileStates(ctx context.Context, source string, paths []string) (map[string]inbox.FileState, error) {
 	rows, err := s.pool.Query(ctx, `SELECT path, size, mtime, sha256, status, attempts, last_error, post_done, updated_at
 		FROM remote_file WHERE source = $1 AND path = ANY($2::text[])`, source, paths)
 	if err != nil {
 		return nil, fmt.Errorf("file states: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[string]store.FileState, len(paths))
+	out := make(map[string]inbox.FileState, len(paths))
 	for rows.Next() {
 		var p string
-		var f store.FileState
+		var f inbox.FileState
 		var status string
 		if err := rows.Scan(&p, &f.Size, &f.MTime, &f.SHA256, &status, &f.Attempts, &f.LastError, &f.PostDone, &f.UpdatedAt); err != nil {
 			return nil, err
 		}
-		f.Status = store.FileStatus(status)
+		f.Status = inbox.FileStatus(status)
 		out[p] = f
 	}
 	return out, rows.Err()
 }
 
-// RecordFileProblem implements store.Ledger.
-func (s *Store) RecordFileProblem(ctx context.Context, f store.FileInfo, status store.FileStatus, lastError string) (store.FileState, error) {
-	var st store.FileState
+// RecordFileProblem implements inbox.Ledger.
+func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status inbox.FileStatus, lastError string) (inbox.FileState, error) {
+	var st inbox.FileState
 	var sts string
 	err := s.pool.QueryRow(ctx, `INSERT INTO remote_file (source, path, size, mtime, status, attempts, last_error,
 		correlation_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $8)
@@ -753,11 +741,11 @@ func (s *Store) RecordFileProblem(ctx context.Context, f store.FileInfo, status 
 		RETURNING size, mtime, sha256, status, attempts, last_error, post_done, updated_at`,
 		f.Source, f.Path, f.Size, f.MTime, string(status), lastError, f.CorrelationID, f.Now).Scan(
 		&st.Size, &st.MTime, &st.SHA256, &sts, &st.Attempts, &st.LastError, &st.PostDone, &st.UpdatedAt)
-	st.Status = store.FileStatus(sts)
+	st.Status = inbox.FileStatus(sts)
 	return st, err
 }
 
-// MarkPostDone implements store.Ledger.
+// MarkPostDone implements inbox.Ledger.
 func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.Time) error {
 	_, err := s.pool.Exec(ctx, `UPDATE remote_file SET post_done = true, updated_at = $3 WHERE source = $1 AND path = $2`,
 		source, path, now)
@@ -772,47 +760,43 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Parsed, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.ParsedPayment, error) {
 		var p store.ParsedPayment
 		var sum []byte
-		if err := rows.Scan(&p.Key, &sum); err != nil {
-			rows.Close()
-			return f, err
-		}
+		err := r.Scan(&p.Key, &sum)
 		p.Summary = sum
-		f.Parsed = append(f.Parsed, p)
+		return p, err
+	})
+	if err != nil {
+		return f, err
 	}
-	rows.Close()
 	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, payload FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= $1`, since)
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Enqueued, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
 		var payload []byte
-		if err := rows.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
-			rows.Close()
-			return f, err
-		}
+		err := r.Scan(&e.EffectKey, &e.Status, &payload)
 		e.Payload = payload
-		f.Enqueued = append(f.Enqueued, e)
+		return e, err
+	})
+	if err != nil {
+		return f, err
 	}
-	rows.Close()
 	rows, err = s.pool.Query(ctx, `SELECT source, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), status, count(*)
 		FROM remote_file WHERE updated_at >= $1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, since)
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Files, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.FileDay, error) {
 		var d store.FileDay
-		if err := rows.Scan(&d.Source, &d.Day, &d.Status, &d.Files); err != nil {
-			rows.Close()
-			return f, err
-		}
-		f.Files = append(f.Files, d)
+		return d, r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+	})
+	if err != nil {
+		return f, err
 	}
-	rows.Close()
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('pending', 'inflight') AND created_at < $1),
 		count(*) FILTER (WHERE status = 'dead') FROM outbox`, stuckBefore).Scan(&f.Stuck, &f.Dead)
 	if err != nil {
@@ -830,60 +814,52 @@ func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.Co
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.ConflictSighting
-	for rows.Next() {
+	return store.CollectRows(rows, rows.Close, func(r store.Rows) (store.ConflictSighting, error) {
 		var c store.ConflictSighting
-		if err := rows.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID,
-			&c.At); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID, &c.At)
 		c.At = c.At.UTC()
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	})
 }
 
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
-	total := 0
-	for _, q := range []string{
+	exec := func(q string) (int64, error) {
+		tag, err := s.pool.Exec(ctx, q, before, batch)
+		return tag.RowsAffected(), err
+	}
+	total, err := store.DeleteInBatches([]string{
 		`DELETE FROM inbox WHERE key IN (SELECT key FROM inbox WHERE created_at < $1 LIMIT $2)`,
 		`DELETE FROM sighting WHERE id IN (SELECT id FROM sighting WHERE created_at < $1 LIMIT $2)`,
 		`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
 			AND updated_at < $1 LIMIT $2)`,
 		`DELETE FROM remote_file WHERE (source, path) IN (SELECT source, path FROM remote_file
 			WHERE updated_at < $1 AND post_done LIMIT $2)`,
-	} {
-		for {
-			tag, err := s.pool.Exec(ctx, q, before, batch)
-			if err != nil {
-				return total, fmt.Errorf("prune: %w", err)
-			}
-			total += int(tag.RowsAffected())
-			if int(tag.RowsAffected()) < batch {
-				break
-			}
-		}
+	}, batch, exec)
+	if err != nil {
+		return total, err
 	}
 	// Ordering locks of keys not inserted since (housekeeping, not
 	// counted; outbox ids are one global sequence, so this is safe).
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM outbox_order WHERE (sink, ordering_key) IN (
-			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`, before, batch)
-		if err != nil {
-			return total, fmt.Errorf("prune: %w", err)
-		}
-		if int(tag.RowsAffected()) < batch {
-			break
-		}
+	if _, err := store.DeleteInBatches([]string{`DELETE FROM outbox_order WHERE (sink, ordering_key) IN (
+			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`}, batch, exec); err != nil {
+		return total, err
 	}
 	return total, nil
 }
 
+// The row counts Counts reads.
+const (
+	countInboxSQL     = "SELECT status, count(*) FROM inbox GROUP BY status"
+	countSightingsSQL = "SELECT kind, count(*) FROM sighting GROUP BY kind"
+	countOutboxSQL    = "SELECT status, count(*) FROM outbox GROUP BY status"
+	countFilesSQL     = "SELECT status, count(*) FROM remote_file GROUP BY status"
+)
+
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
-	return store.CollectCounts(func(q string) (store.Rows, func(), error) {
+	return store.CollectCounts(store.CountQueries{Inbox: countInboxSQL, Sightings: countSightingsSQL,
+		Outbox: countOutboxSQL, Files: countFilesSQL}, func(q string) (store.Rows, func(), error) {
 		r, err := s.pool.Query(ctx, q)
 		if err != nil {
 			return nil, nil, err

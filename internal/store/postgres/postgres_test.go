@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
@@ -67,11 +68,11 @@ func TestLeaseExpiryOnDatabaseClock(t *testing.T) {
 	if _, ok, _ := s.AcquireLease(ctx, "poll:acme:/out", "b", time.Minute, now.Add(time.Hour)); ok {
 		t.Fatal("a replica with a fast clock took a live lease")
 	}
-	if err := s.CheckLease(ctx, store.Fence{Name: "poll:acme:/out", Token: tok}, now.Add(time.Hour)); err != nil {
+	if err := s.CheckLease(ctx, inbox.Fence{Name: "poll:acme:/out", Token: tok}, now.Add(time.Hour)); err != nil {
 		t.Errorf("a fast caller clock expired a live lease: %v", err)
 	}
 	s.AcquireLease(ctx, "poll:acme:/out", "a", -time.Minute, now) // lapsed by the database clock
-	if err := s.CheckLease(ctx, store.Fence{Name: "poll:acme:/out", Token: tok}, now.Add(-time.Hour)); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.CheckLease(ctx, inbox.Fence{Name: "poll:acme:/out", Token: tok}, now.Add(-time.Hour)); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("a slow caller clock kept a lapsed lease: %v", err)
 	}
 	if _, ok, _ := s.AcquireLease(ctx, "poll:acme:/out", "b", time.Minute, now.Add(-time.Hour)); !ok {
@@ -141,7 +142,7 @@ func TestDeliveryOrderIsCommitOrder(t *testing.T) {
 		}
 		for _, r := range rows {
 			delivered = append(delivered, r.EffectKey)
-			if err := s.Complete(ctx, r.ID, r.LeaseToken, time.Unix(1, 0), 200); err != nil {
+			if err := storetest.Complete(ctx, s, r.ID, r.LeaseToken, time.Unix(1, 0), 200); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -64,11 +64,11 @@ func BenchmarkSynchronousFullVsNormal(b *testing.B) {
 		if _, err := (x12gen.Remit{Control: int(i), Trace: fmt.Sprintf("S%d-", i), SetsPerGroup: sets}).Write(&buf); err != nil {
 			return err
 		}
-		r, err := ingest.File(ctx, ingest.Options{Store: s, Routes: storetest.Routes}, store.FileInfo{Source: "bench",
+		r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: storetest.Routes}, inbox.FileInfo{Source: "bench",
 			Path: fmt.Sprintf("f%d", i), Size: int64(buf.Len()), SHA256: "x", CorrelationID: "c", Now: time.Now()},
 			bytes.NewReader(buf.Bytes()))
-		if err == nil && r.Count(store.Processed) != sets {
-			err = fmt.Errorf("file %d: %d of %d sets processed", i, r.Count(store.Processed), sets)
+		if err == nil && r.Count(inbox.Processed) != sets {
+			err = fmt.Errorf("file %d: %d of %d sets processed", i, r.Count(inbox.Processed), sets)
 		}
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"sort"
 	"strconv"
@@ -21,6 +20,8 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/migrations"
 )
@@ -143,11 +144,10 @@ func fromUS(v int64) time.Time { return time.UnixMicro(v).UTC() }
 // Migrate applies pending migrations in one immediate transaction, which
 // SQLite serialises against every other writer and migrator.
 func (s *Store) Migrate(ctx context.Context) error {
-	files, err := fs.Glob(migrations.FS, "sqlite/*.sql")
+	all, err := migrations.Of("sqlite")
 	if err != nil {
 		return err
 	}
-	sort.Strings(files)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -171,25 +171,19 @@ func (s *Store) Migrate(ctx context.Context) error {
 		applied[v] = true
 	}
 	rows.Close()
-	for _, f := range files {
-		name := strings.TrimPrefix(f, "sqlite/")
-		v, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
-		if err != nil {
-			return fmt.Errorf("migrate: bad migration name %s", name)
-		}
-		if applied[v] {
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, m := range all {
+		if applied[m.Version] {
 			continue
 		}
-		body, err := fs.ReadFile(migrations.FS, f)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-			v, name, us(time.Now())); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
+			m.Version, m.Name, us(time.Now())); err != nil {
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 	}
 	return tx.Commit()
@@ -197,16 +191,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 type ingestion struct {
 	s      *Store
-	f      store.FileInfo
+	f      inbox.FileInfo
 	tx     *sql.Tx
-	result store.IngestResult
+	result inbox.IngestResult
 	done   bool
 }
 
-// BeginIngest implements store.Ingester. The write transaction (BEGIN
+// BeginIngest implements inbox.Ingester. The write transaction (BEGIN
 // IMMEDIATE) starts at the first write and holds SQLite's write lock until
 // Commit or Rollback; the caller has parsed the whole file before.
-func (s *Store) BeginIngest(ctx context.Context, f store.FileInfo) (store.Ingestion, error) {
+func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingestion, error) {
 	return &ingestion{s: s, f: f}, nil
 }
 
@@ -225,7 +219,7 @@ func (in *ingestion) begin(ctx context.Context) error {
 	return nil
 }
 
-func (in *ingestion) sighting(ctx context.Context, kind string, r store.SetRecord, original string) error {
+func (in *ingestion) sighting(ctx context.Context, kind string, r inbox.SetRecord, original string) error {
 	f := in.f
 	_, err := in.tx.ExecContext(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256,
 		correlation_id, original_correlation_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -243,7 +237,7 @@ func nullable(b json.RawMessage) any {
 // AddSet implements the claim of ediwatch_claim_set (see the postgres
 // migration) with the same outcomes; SQLite serialises writers, so the
 // steps cannot race.
-func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
+func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	if err := in.begin(ctx); err != nil {
 		return err
 	}
@@ -252,7 +246,7 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 	if r.Rejected {
 		status = "rejected"
 	}
-	res := store.SetResult{Key: r.Key, OriginalCorrelationID: f.CorrelationID}
+	res := inbox.SetResult{Key: r.Key, OriginalCorrelationID: f.CorrelationID}
 	add := func() {
 		in.result.Sets = append(in.result.Sets, res)
 	}
@@ -282,17 +276,17 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 				return fmt.Errorf("ingest: reclaim %s: %w", r.Key, err)
 			}
 		case exHash == r.ContentHash:
-			res.Outcome, res.OriginalCorrelationID = store.Duplicate, exCorr
+			res.Outcome, res.OriginalCorrelationID = inbox.Duplicate, exCorr
 			add()
 			return in.sighting(ctx, "duplicate", r, exCorr)
 		default:
-			res.Outcome, res.OriginalCorrelationID = store.Conflict, exCorr
+			res.Outcome, res.OriginalCorrelationID = inbox.Conflict, exCorr
 			add()
 			return in.sighting(ctx, "conflict", r, exCorr)
 		}
 	}
 	if r.Rejected {
-		res.Outcome = store.Rejected
+		res.Outcome = inbox.Rejected
 		add()
 		return nil
 	}
@@ -319,7 +313,7 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 	}
 	switch {
 	case len(res.ConflictKeys) > 0:
-		res.Outcome = store.Conflict
+		res.Outcome = inbox.Conflict
 		if len(res.EffectKeys) == 0 {
 			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = 'conflict', reason = 'effect conflict'
 				WHERE key = ?`, r.Key); err != nil {
@@ -327,11 +321,11 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 			}
 		}
 	case len(r.Effects) > 0 && len(res.EffectKeys) == 0:
-		res.Outcome = store.BusinessDuplicate
+		res.Outcome = inbox.BusinessDuplicate
 		add()
 		return in.sighting(ctx, "business_duplicate", r, "")
 	default:
-		res.Outcome = store.Processed
+		res.Outcome = inbox.Processed
 	}
 	add()
 	return nil
@@ -340,7 +334,7 @@ func (in *ingestion) AddSet(ctx context.Context, r store.SetRecord) error {
 // insertEffect inserts e unless its effect key exists. It returns the key
 // when inserted; when the key exists with other business content (both
 // hashes known and different), the correlation id of the existing row.
-func (in *ingestion) insertEffect(ctx context.Context, e store.Effect, inboxKey string) (string, *string, error) {
+func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey string) (string, *string, error) {
 	now := us(in.f.Now)
 	ins, err := in.tx.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
 		correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
@@ -363,7 +357,7 @@ func (in *ingestion) insertEffect(ctx context.Context, e store.Effect, inboxKey 
 	return "", nil, nil
 }
 
-func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
+func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	if err := in.begin(ctx); err != nil {
 		return err
 	}
@@ -385,7 +379,7 @@ func (in *ingestion) AddAck(ctx context.Context, e store.Effect) error {
 	return err
 }
 
-func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastError string) (*store.IngestResult, error) {
+func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastError string) (*inbox.IngestResult, error) {
 	if err := in.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -414,8 +408,8 @@ func (in *ingestion) Commit(ctx context.Context, status store.FileStatus, lastEr
 		f.CorrelationID, now, now); err != nil {
 		return nil, fmt.Errorf("ingest: ledger: %w", err)
 	}
-	if f.FailBeforeCommit != nil {
-		return nil, f.FailBeforeCommit
+	if injected := store.InjectedCommitFailure(ctx); injected != nil {
+		return nil, injected
 	}
 	if err := in.tx.Commit(); err != nil {
 		return nil, fmt.Errorf("ingest: commit: %w", err)
@@ -438,8 +432,8 @@ const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correla
 
 type scanner interface{ Scan(...any) error }
 
-func scanRow(row scanner) (store.OutboxRow, error) {
-	var r store.OutboxRow
+func scanRow(row scanner) (outbox.Row, error) {
+	var r outbox.Row
 	var payload string
 	var next, leaseExp, created, updated, ageFrom int64
 	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
@@ -451,9 +445,9 @@ func scanRow(row scanner) (store.OutboxRow, error) {
 	return r, err
 }
 
-func collect(rows *sql.Rows) ([]store.OutboxRow, error) {
+func collect(rows *sql.Rows) ([]outbox.Row, error) {
 	defer rows.Close()
-	var out []store.OutboxRow
+	var out []outbox.Row
 	for rows.Next() {
 		r, err := scanRow(rows)
 		if err != nil {
@@ -466,8 +460,8 @@ func collect(rows *sql.Rows) ([]store.OutboxRow, error) {
 
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
 
-// Claim implements store.Outbox.
-func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error) {
+// Claim implements outbox.Store.
+func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]outbox.Row, error) {
 	sinkFilter := ""
 	args := []any{store.NewToken(), us(now.Add(lease)), us(now), us(now)}
 	if len(sinks) > 0 {
@@ -504,15 +498,8 @@ func (s *Store) fenced(ctx context.Context, q string, args ...any) error {
 	return nil
 }
 
-// Complete implements store.Outbox.
-func (s *Store) Complete(ctx context.Context, id int64, token string, now time.Time, status int) error {
-	return s.fenced(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
-		last_status = ?, last_error = '', delivered_at = ?, updated_at = ?
-		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, status, us(now), us(now), id, token)
-}
-
-// CompleteMany implements store.Outbox: one transaction, one commit.
-func (s *Store) CompleteMany(ctx context.Context, done []store.Completion, now time.Time) ([]int64, error) {
+// CompleteMany implements outbox.Store: one transaction, one commit.
+func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now time.Time) ([]int64, error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
@@ -536,11 +523,11 @@ func (s *Store) CompleteMany(ctx context.Context, done []store.Completion, now t
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	return store.LostOf(done, updated), nil
+	return outbox.LostOf(done, updated), nil
 }
 
-// ExtendLeases implements store.Outbox: one transaction, one commit.
-func (s *Store) ExtendLeases(ctx context.Context, held []store.Held, now time.Time, lease time.Duration) ([]int64, error) {
+// ExtendLeases implements outbox.Store: one transaction, one commit.
+func (s *Store) ExtendLeases(ctx context.Context, held []outbox.Held, now time.Time, lease time.Duration) ([]int64, error) {
 	if len(held) == 0 {
 		return nil, nil
 	}
@@ -566,28 +553,28 @@ func (s *Store) ExtendLeases(ctx context.Context, held []store.Held, now time.Ti
 	return lost, nil
 }
 
-// Retry implements store.Outbox.
-func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f store.Failure) error {
+// Retry implements outbox.Store.
+func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f outbox.Failure) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = ?, last_status = ?, last_error = ?, last_response = ?, updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), f.HTTPStatus, f.Error, f.Response, us(now), id, token)
 }
 
-// Dead implements store.Outbox.
-func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f store.Failure) error {
+// Dead implements outbox.Store.
+func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f outbox.Failure) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
 		last_status = ?, last_error = ?, last_response = ?, updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, f.HTTPStatus, f.Error, f.Response, us(now), id, token)
 }
 
-// Snooze implements store.Outbox.
+// Snooze implements outbox.Store.
 func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time.Time) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = ?, attempts = max(attempts - 1, 0), updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), us(now), id, token)
 }
 
-// ReapExpired implements store.Outbox.
+// ReapExpired implements outbox.Store.
 func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL,
 		lease_expires_at = NULL, next_attempt_at = ?, updated_at = ?
@@ -599,8 +586,8 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 	return int(n), nil
 }
 
-// ListDead implements store.Outbox.
-func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]store.OutboxRow, error) {
+// ListDead implements outbox.Store.
+func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]outbox.Row, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
 		WHERE status = 'dead' AND (? = '' OR sink = ?) ORDER BY id LIMIT ?`, sink, sink, limit)
 	if err != nil {
@@ -609,8 +596,8 @@ func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]store.O
 	return collect(rows)
 }
 
-// GetOutbox implements store.Outbox.
-func (s *Store) GetOutbox(ctx context.Context, id int64) (store.OutboxRow, error) {
+// GetOutbox implements outbox.Store.
+func (s *Store) GetOutbox(ctx context.Context, id int64) (outbox.Row, error) {
 	r, err := scanRow(s.db.QueryRowContext(ctx, `SELECT `+outboxCols+` FROM outbox WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, store.ErrNotFound
@@ -626,7 +613,7 @@ func idList(ids []int64) (string, []any) {
 	return "(" + placeholders(len(ids)) + ")", args
 }
 
-// Replay implements store.Outbox.
+// Replay implements outbox.Store.
 func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error) {
 	if len(ids) == 0 && sink == "" && !all {
 		return 0, errors.New("replay: name rows, a sink, or all")
@@ -652,7 +639,7 @@ func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, 
 // historyMax bounds error_history (characters; the oldest lines go first).
 const historyMax = 4096
 
-// Discard implements store.Outbox.
+// Discard implements outbox.Store.
 func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, error) {
 	if len(ids) == 0 {
 		return 0, errors.New("discard: name the rows")
@@ -667,8 +654,8 @@ func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, e
 	return int(n), nil
 }
 
-// Stats implements store.Outbox.
-func (s *Store) Stats(ctx context.Context, now time.Time) ([]store.SinkStats, error) {
+// Stats implements outbox.Store.
+func (s *Store) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT sink,
 		sum(status = 'pending'), sum(status = 'inflight'), sum(status = 'dead'), sum(status = 'delivered'),
 		coalesce(min(CASE WHEN status IN ('pending', 'inflight') THEN created_at END), ?)
@@ -677,9 +664,9 @@ func (s *Store) Stats(ctx context.Context, now time.Time) ([]store.SinkStats, er
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.SinkStats
+	var out []outbox.SinkStats
 	for rows.Next() {
-		var st store.SinkStats
+		var st outbox.SinkStats
 		var oldest int64
 		if err := rows.Scan(&st.Sink, &st.Pending, &st.Inflight, &st.Dead, &st.Delivered, &oldest); err != nil {
 			return nil, err
@@ -714,7 +701,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string, token int
 
 // CheckLease implements store.Leases. SQLite serves one node, whose clock
 // is the caller's.
-func (s *Store) CheckLease(ctx context.Context, f store.Fence, now time.Time) error {
+func (s *Store) CheckLease(ctx context.Context, f inbox.Fence, now time.Time) error {
 	var expires int64
 	err := s.db.QueryRowContext(ctx, `SELECT expires_at FROM lease WHERE name = ? AND token = ?`, f.Name, f.Token).Scan(&expires)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && expires < us(now)) {
@@ -749,8 +736,8 @@ func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, er
 	return n, nil
 }
 
-// FileStates implements store.Ledger.
-func (s *Store) FileStates(ctx context.Context, source string, paths []string) (map[string]store.FileState, error) {
+// FileStates implements inbox.Ledger.
+func (s *Store) FileStates(ctx context.Context, source string, paths []string) (map[string]inbox.FileState, error) {
 	list, err := json.Marshal(paths)
 	if err != nil {
 		return nil, err
@@ -761,23 +748,23 @@ func (s *Store) FileStates(ctx context.Context, source string, paths []string) (
 		return nil, fmt.Errorf("file states: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[string]store.FileState, len(paths))
+	out := make(map[string]inbox.FileState, len(paths))
 	for rows.Next() {
 		var p, status string
-		var f store.FileState
+		var f inbox.FileState
 		var mtime, updated int64
 		if err := rows.Scan(&p, &f.Size, &mtime, &f.SHA256, &status, &f.Attempts, &f.LastError, &f.PostDone, &updated); err != nil {
 			return nil, err
 		}
-		f.Status, f.MTime, f.UpdatedAt = store.FileStatus(status), fromUS(mtime), fromUS(updated)
+		f.Status, f.MTime, f.UpdatedAt = inbox.FileStatus(status), fromUS(mtime), fromUS(updated)
 		out[p] = f
 	}
 	return out, rows.Err()
 }
 
-// RecordFileProblem implements store.Ledger.
-func (s *Store) RecordFileProblem(ctx context.Context, f store.FileInfo, status store.FileStatus, lastError string) (store.FileState, error) {
-	var st store.FileState
+// RecordFileProblem implements inbox.Ledger.
+func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status inbox.FileStatus, lastError string) (inbox.FileState, error) {
+	var st inbox.FileState
 	var sts string
 	var mtime, updated int64
 	err := s.db.QueryRowContext(ctx, `INSERT INTO remote_file (source, path, size, mtime, status, attempts, last_error,
@@ -790,11 +777,11 @@ func (s *Store) RecordFileProblem(ctx context.Context, f store.FileInfo, status 
 		RETURNING size, mtime, sha256, status, attempts, last_error, post_done, updated_at`,
 		f.Source, f.Path, f.Size, us(f.MTime), string(status), lastError, f.CorrelationID, us(f.Now), us(f.Now)).Scan(
 		&st.Size, &mtime, &st.SHA256, &sts, &st.Attempts, &st.LastError, &st.PostDone, &updated)
-	st.Status, st.MTime, st.UpdatedAt = store.FileStatus(sts), fromUS(mtime), fromUS(updated)
+	st.Status, st.MTime, st.UpdatedAt = inbox.FileStatus(sts), fromUS(mtime), fromUS(updated)
 	return st, err
 }
 
-// MarkPostDone implements store.Ledger.
+// MarkPostDone implements inbox.Ledger.
 func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.Time) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE remote_file SET post_done = 1, updated_at = ? WHERE source = ? AND path = ?`,
 		us(now), source, path)
@@ -809,47 +796,44 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	closeRows := func() { rows.Close() }
+	f.Parsed, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.ParsedPayment, error) {
 		var p store.ParsedPayment
 		var sum string
-		if err := rows.Scan(&p.Key, &sum); err != nil {
-			rows.Close()
-			return f, err
-		}
+		err := r.Scan(&p.Key, &sum)
 		p.Summary = json.RawMessage(sum)
-		f.Parsed = append(f.Parsed, p)
+		return p, err
+	})
+	if err != nil {
+		return f, err
 	}
-	rows.Close()
 	rows, err = s.db.QueryContext(ctx, `SELECT effect_key, status, payload FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= ?`, us(since))
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Enqueued, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
 		var payload string
-		if err := rows.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
-			rows.Close()
-			return f, err
-		}
+		err := r.Scan(&e.EffectKey, &e.Status, &payload)
 		e.Payload = json.RawMessage(payload)
-		f.Enqueued = append(f.Enqueued, e)
+		return e, err
+	})
+	if err != nil {
+		return f, err
 	}
-	rows.Close()
 	rows, err = s.db.QueryContext(ctx, `SELECT source, strftime('%Y-%m-%d', created_at / 1000000, 'unixepoch'), status, count(*)
 		FROM remote_file WHERE updated_at >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, us(since))
 	if err != nil {
 		return f, err
 	}
-	for rows.Next() {
+	f.Files, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.FileDay, error) {
 		var d store.FileDay
-		if err := rows.Scan(&d.Source, &d.Day, &d.Status, &d.Files); err != nil {
-			rows.Close()
-			return f, err
-		}
-		f.Files = append(f.Files, d)
+		return d, r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+	})
+	if err != nil {
+		return f, err
 	}
-	rows.Close()
 	err = s.db.QueryRowContext(ctx, `SELECT coalesce(sum(status IN ('pending', 'inflight') AND created_at < ?), 0),
 		coalesce(sum(status = 'dead'), 0) FROM outbox`, us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
 	if err != nil {
@@ -867,50 +851,45 @@ func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.Co
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []store.ConflictSighting
-	for rows.Next() {
+	return store.CollectRows(rows, func() { rows.Close() }, func(r store.Rows) (store.ConflictSighting, error) {
 		var c store.ConflictSighting
 		var at int64
-		if err := rows.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID,
-			&at); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID, &at)
 		c.At = fromUS(at)
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	})
 }
 
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
-	total := 0
-	for _, q := range []string{
+	return store.DeleteInBatches([]string{
 		`DELETE FROM inbox WHERE key IN (SELECT key FROM inbox WHERE created_at < ? LIMIT ?)`,
 		`DELETE FROM sighting WHERE id IN (SELECT id FROM sighting WHERE created_at < ? LIMIT ?)`,
 		`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
 			AND updated_at < ? LIMIT ?)`,
 		`DELETE FROM remote_file WHERE (source, path) IN (SELECT source, path FROM remote_file
 			WHERE updated_at < ? AND post_done = 1 LIMIT ?)`,
-	} {
-		for {
-			res, err := s.db.ExecContext(ctx, q, us(before), batch)
-			if err != nil {
-				return total, fmt.Errorf("prune: %w", err)
-			}
-			n, _ := res.RowsAffected()
-			total += int(n)
-			if int(n) < batch {
-				break
-			}
+	}, batch, func(q string) (int64, error) {
+		res, err := s.db.ExecContext(ctx, q, us(before), batch)
+		if err != nil {
+			return 0, err
 		}
-	}
-	return total, nil
+		return res.RowsAffected()
+	})
 }
+
+// The row counts Counts reads.
+const (
+	countInboxSQL     = "SELECT status, count(*) FROM inbox GROUP BY status"
+	countSightingsSQL = "SELECT kind, count(*) FROM sighting GROUP BY kind"
+	countOutboxSQL    = "SELECT status, count(*) FROM outbox GROUP BY status"
+	countFilesSQL     = "SELECT status, count(*) FROM remote_file GROUP BY status"
+)
 
 // Counts implements store.Store.
 func (s *Store) Counts(ctx context.Context) (store.Counts, error) {
-	return store.CollectCounts(func(q string) (store.Rows, func(), error) {
+	return store.CollectCounts(store.CountQueries{Inbox: countInboxSQL, Sightings: countSightingsSQL,
+		Outbox: countOutboxSQL, Files: countFilesSQL}, func(q string) (store.Rows, func(), error) {
 		r, err := s.db.QueryContext(ctx, q)
 		if err != nil {
 			return nil, nil, err

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -149,16 +149,16 @@ func TestParseHoldsNoWriteLock(t *testing.T) {
 		reached: make(chan struct{}), resume: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
-		res, err := ingest.File(ctx, ingest.Options{Store: s, Routes: storetest.Routes}, store.FileInfo{Source: "big",
+		res, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: storetest.Routes}, inbox.FileInfo{Source: "big",
 			Path: "big.835", Size: int64(buf.Len()), SHA256: "big", CorrelationID: store.NewCorrelationID(), Now: now},
 			r)
-		if err == nil && res.Count(store.Processed) != 300 {
-			err = fmt.Errorf("processed %d", res.Count(store.Processed))
+		if err == nil && res.Count(inbox.Processed) != 300 {
+			err = fmt.Errorf("processed %d", res.Count(inbox.Processed))
 		}
 		done <- err
 	}()
 	<-r.reached
-	if err := other.Complete(ctx, rows[0].ID, rows[0].LeaseToken, now, 200); err != nil {
+	if err := storetest.Complete(ctx, other, rows[0].ID, rows[0].LeaseToken, now, 200); err != nil {
 		t.Errorf("relay completion during the parse: %v", err)
 	}
 	if _, ok, err := other.AcquireLease(ctx, "source:big", "other", time.Minute, now); err != nil || !ok {

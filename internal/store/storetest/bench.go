@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
@@ -52,10 +52,10 @@ func BenchIngestVsBareCommit(b *testing.B, s store.Store, bare BareInsert, d tim
 		if _, err := (x12gen.Remit{Control: int(i), Trace: fmt.Sprintf("B%d-", i)}).Write(&buf); err != nil {
 			return err
 		}
-		r, err := ingest.File(ctx, ingest.Options{Store: s, Routes: Routes}, store.FileInfo{Source: "bench",
+		r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "bench",
 			Path: fmt.Sprintf("f%d", i), Size: int64(buf.Len()), MTime: t0, SHA256: "x", CorrelationID: "c",
 			Now: time.Now()}, bytes.NewReader(buf.Bytes()))
-		if err == nil && r.Count(store.Processed) != 1 {
+		if err == nil && r.Count(inbox.Processed) != 1 {
 			err = fmt.Errorf("file %d not processed: %+v", i, r.Sets)
 		}
 		return err

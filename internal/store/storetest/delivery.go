@@ -7,15 +7,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 // addEffects commits one file whose only rows are effects (inserted as
 // acknowledgments are: no inbox key).
-func addEffects(t *testing.T, s store.Store, path string, effects ...store.Effect) {
+// Complete marks one claimed row delivered through CompleteMany: it
+// returns store.ErrLeaseLost when the row's lease was lost.
+func Complete(ctx context.Context, s outbox.Store, id int64, token string, now time.Time, httpStatus int) error {
+	lost, err := s.CompleteMany(ctx, []outbox.Completion{{ID: id, Token: token, HTTPStatus: httpStatus}}, now)
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return store.ErrLeaseLost
+	}
+	return nil
+}
+
+func addEffects(t *testing.T, s store.Store, path string, effects ...outbox.Effect) {
 	t.Helper()
 	ctx := context.Background()
-	ing, err := s.BeginIngest(ctx, store.FileInfo{Source: "test", Path: path, Size: 1, MTime: t0, SHA256: "sha-" + path,
+	ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: path, Size: 1, MTime: t0, SHA256: "sha-" + path,
 		CorrelationID: store.NewCorrelationID(), Now: t0})
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +44,7 @@ func addEffects(t *testing.T, s store.Store, path string, effects ...store.Effec
 			t.Fatal(err)
 		}
 	}
-	if _, err := ing.Commit(ctx, store.FileIngested, ""); err != nil {
+	if _, err := ing.Commit(ctx, inbox.FileIngested, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -44,7 +59,7 @@ func testExtendLeasesFenced(t *testing.T, s store.Store) {
 		t.Fatalf("claim: %v %v", rows, err)
 	}
 	a, b := rows[0], rows[1]
-	lost, err := s.ExtendLeases(ctx, []store.Held{{ID: a.ID, Token: a.LeaseToken}, {ID: b.ID, Token: "stale"}},
+	lost, err := s.ExtendLeases(ctx, []outbox.Held{{ID: a.ID, Token: a.LeaseToken}, {ID: b.ID, Token: "stale"}},
 		t0.Add(8*time.Second), 10*time.Second)
 	if err != nil || len(lost) != 1 || lost[0] != b.ID {
 		t.Fatalf("extend: lost %v (%v), want [%d]", lost, err, b.ID)
@@ -53,20 +68,20 @@ func testExtendLeasesFenced(t *testing.T, s store.Store) {
 	if n, err := s.ReapExpired(ctx, t0.Add(15*time.Second)); err != nil || n != 1 {
 		t.Fatalf("reap: %d %v, want only the row not extended", n, err)
 	}
-	if got, _ := s.GetOutbox(ctx, a.ID); got.Status != store.StatusInflight || !got.LeaseExpiresAt.Equal(t0.Add(18*time.Second)) {
+	if got, _ := s.GetOutbox(ctx, a.ID); got.Status != outbox.StatusInflight || !got.LeaseExpiresAt.Equal(t0.Add(18*time.Second)) {
 		t.Errorf("extended row: %s until %s", got.Status, got.LeaseExpiresAt)
 	}
 	again, _ := s.Claim(ctx, t0.Add(15*time.Second), []string{"ledger"}, 10, 10*time.Second)
 	if len(again) != 1 || again[0].ID != b.ID {
 		t.Fatalf("reclaim: %v", again)
 	}
-	if lost, _ := s.ExtendLeases(ctx, []store.Held{{ID: b.ID, Token: b.LeaseToken}}, t0.Add(16*time.Second), time.Minute); len(lost) != 1 {
+	if lost, _ := s.ExtendLeases(ctx, []outbox.Held{{ID: b.ID, Token: b.LeaseToken}}, t0.Add(16*time.Second), time.Minute); len(lost) != 1 {
 		t.Errorf("the first holder extended a row another claimer holds")
 	}
-	if err := s.Complete(ctx, a.ID, a.LeaseToken, t0.Add(16*time.Second), 200); err != nil {
+	if err := Complete(ctx, s, a.ID, a.LeaseToken, t0.Add(16*time.Second), 200); err != nil {
 		t.Fatal(err)
 	}
-	if lost, _ := s.ExtendLeases(ctx, []store.Held{{ID: a.ID, Token: a.LeaseToken}}, t0.Add(16*time.Second), time.Minute); len(lost) != 1 {
+	if lost, _ := s.ExtendLeases(ctx, []outbox.Held{{ID: a.ID, Token: a.LeaseToken}}, t0.Add(16*time.Second), time.Minute); len(lost) != 1 {
 		t.Errorf("a delivered row's lease was extended")
 	}
 }
@@ -77,9 +92,9 @@ func testExtendLeasesFenced(t *testing.T, s store.Store) {
 func testOrderIsPerSink(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	addEffects(t, s, "acks.x12",
-		store.Effect{Kind: "ack.999", Key: "k1", OrderingKey: "acks:ZZ:P", Sink: "gateway"},
-		store.Effect{Kind: "ack.999", Key: "k2", OrderingKey: "acks:ZZ:P", Sink: "archive"},
-		store.Effect{Kind: "ack.999", Key: "k3", OrderingKey: "acks:ZZ:P", Sink: "gateway"})
+		outbox.Effect{Kind: "ack.999", Key: "k1", OrderingKey: "acks:ZZ:P", Sink: "gateway"},
+		outbox.Effect{Kind: "ack.999", Key: "k2", OrderingKey: "acks:ZZ:P", Sink: "archive"},
+		outbox.Effect{Kind: "ack.999", Key: "k3", OrderingKey: "acks:ZZ:P", Sink: "gateway"})
 	rows, err := s.Claim(ctx, t0, nil, 10, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -95,8 +110,8 @@ func testOrderIsPerSink(t *testing.T, s store.Store) {
 	// delivered regardless, and k3 still waits for k1.
 	for _, r := range rows {
 		if r.EffectKey == "k1" {
-			s.Retry(ctx, r.ID, r.LeaseToken, t0, t0, store.Failure{HTTPStatus: 503, Error: "HTTP 503"})
-		} else if err := s.Complete(ctx, r.ID, r.LeaseToken, t0, 200); err != nil {
+			s.Retry(ctx, r.ID, r.LeaseToken, t0, t0, outbox.Failure{HTTPStatus: 503, Error: "HTTP 503"})
+		} else if err := Complete(ctx, s, r.ID, r.LeaseToken, t0, 200); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +126,7 @@ func testOrderIsPerSink(t *testing.T, s store.Store) {
 // a replica that has the sink.
 func testClaimOnlyListedSinks(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	addEffects(t, s, "new.x12", store.Effect{Kind: "ack.999", Key: "n1", OrderingKey: "o", Sink: "new-sink"})
+	addEffects(t, s, "new.x12", outbox.Effect{Kind: "ack.999", Key: "n1", OrderingKey: "o", Sink: "new-sink"})
 	seedPayments(t, s, 1)
 	rows, err := s.Claim(ctx, t0, []string{"ledger", "acks"}, 10, time.Minute)
 	if err != nil {
@@ -126,7 +141,7 @@ func testClaimOnlyListedSinks(t *testing.T, s store.Store) {
 	if len(rows) != 2 || len(dead) != 0 {
 		t.Errorf("claimed %d rows, %d dead", len(rows), len(dead))
 	}
-	if c := counts(t, s); c.Outbox[store.StatusPending] != 1 {
+	if c := counts(t, s); c.Outbox[outbox.StatusPending] != 1 {
 		t.Errorf("outbox %v, want the new sink's row pending", c.Outbox)
 	}
 }
@@ -137,7 +152,7 @@ func testClaimOnlyListedSinks(t *testing.T, s store.Store) {
 func testReplayFreshAgeKeepsHistory(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	seedPayments(t, s, 1)
-	claim := func(at time.Time) store.OutboxRow {
+	claim := func(at time.Time) outbox.Row {
 		t.Helper()
 		rows, err := s.Claim(ctx, at, []string{"ledger"}, 1, time.Minute)
 		if err != nil || len(rows) != 1 {
@@ -149,7 +164,7 @@ func testReplayFreshAgeKeepsHistory(t *testing.T, s store.Store) {
 	if !r.AgeFrom.Equal(t0) {
 		t.Errorf("age from %s, want its creation %s", r.AgeFrom, t0)
 	}
-	if err := s.Dead(ctx, r.ID, r.LeaseToken, t0, store.Failure{HTTPStatus: 400, Error: "HTTP 400 Bad Request",
+	if err := s.Dead(ctx, r.ID, r.LeaseToken, t0, outbox.Failure{HTTPStatus: 400, Error: "HTTP 400 Bad Request",
 		Response: `{"echo":"PATIENT"}`}); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +180,7 @@ func testReplayFreshAgeKeepsHistory(t *testing.T, s store.Store) {
 		if !r.AgeFrom.Equal(at) || r.Attempts != 1 || r.LastError == "" {
 			t.Errorf("replayed row: age from %s (want %s), attempts %d, last error %q", r.AgeFrom, at, r.Attempts, r.LastError)
 		}
-		s.Dead(ctx, r.ID, r.LeaseToken, at, store.Failure{HTTPStatus: 500 + i, Error: "HTTP 50x"})
+		s.Dead(ctx, r.ID, r.LeaseToken, at, outbox.Failure{HTTPStatus: 500 + i, Error: "HTTP 50x"})
 	}
 	got, _ := s.GetOutbox(ctx, r.ID)
 	lines := strings.Split(strings.TrimSpace(got.ErrorHistory), "\n")

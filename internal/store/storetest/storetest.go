@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -45,21 +46,21 @@ func Fixture(t testing.TB, name string) []byte {
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // Ingest records data as the file path of source "test".
-func Ingest(t testing.TB, s store.Store, path string, data []byte) (*ingest.Result, error) {
+func Ingest(t testing.TB, s store.Store, path string, data []byte) (*inbox.Report, error) {
 	corr := store.NewCorrelationID()
-	return ingest.File(context.Background(), ingest.Options{Store: s, Routes: Routes}, store.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: t0,
+	return inbox.Ingest(context.Background(), inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: t0,
 		SHA256: "sha-" + path, CorrelationID: corr, Now: t0}, bytes.NewReader(data))
 }
 
 // IngestNow is Ingest stamped with the current time, so its rows are due
 // for a relay running on the real clock.
-func IngestNow(t testing.TB, s store.Store, path string, data []byte) (*ingest.Result, error) {
-	return ingest.File(context.Background(), ingest.Options{Store: s, Routes: Routes}, store.FileInfo{Source: "test",
+func IngestNow(t testing.TB, s store.Store, path string, data []byte) (*inbox.Report, error) {
+	return inbox.Ingest(context.Background(), inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "test",
 		Path: path, Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path, CorrelationID: store.NewCorrelationID(),
 		Now: time.Now().UTC()}, bytes.NewReader(data))
 }
 
-func mustIngest(t *testing.T, s store.Store, path string, data []byte) *ingest.Result {
+func mustIngest(t *testing.T, s store.Store, path string, data []byte) *inbox.Report {
 	t.Helper()
 	r, err := Ingest(t, s, path, data)
 	if err != nil {
@@ -140,13 +141,13 @@ func Run(t *testing.T, newStore NewStore) {
 func testSameFileThreeTimes(t *testing.T, s store.Store) {
 	data := Fixture(t, "835_canonical.x12")
 	first := mustIngest(t, s, "a.835", data)
-	if first.Count(store.Processed) != 1 || len(first.Sets[0].EffectKeys) != 1 || len(first.AckKeys) != 1 {
+	if first.Count(inbox.Processed) != 1 || len(first.Sets[0].EffectKeys) != 1 || len(first.AckKeys) != 1 {
 		t.Fatalf("first: %+v", first)
 	}
 	orig := first.Sets[0].OriginalCorrelationID
 	for i := 0; i < 2; i++ {
 		r := mustIngest(t, s, fmt.Sprintf("copy%d.835", i), data)
-		if r.Count(store.Duplicate) != 1 || r.Sets[0].OriginalCorrelationID != orig || len(r.AckKeys) != 0 {
+		if r.Count(inbox.Duplicate) != 1 || r.Sets[0].OriginalCorrelationID != orig || len(r.AckKeys) != 0 {
 			t.Errorf("copy %d: %+v", i, r.Sets)
 		}
 	}
@@ -159,7 +160,7 @@ func testSameFileThreeTimes(t *testing.T, s store.Store) {
 func testSameFileConcurrently(t *testing.T, s store.Store) {
 	data := Fixture(t, "835_canonical.x12")
 	const n = 50
-	results := make([]*ingest.Result, n)
+	results := make([]*inbox.Report, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -175,7 +176,7 @@ func testSameFileConcurrently(t *testing.T, s store.Store) {
 		if errs[i] != nil {
 			t.Fatalf("ingest %d: %v", i, errs[i])
 		}
-		if r.Sets[0].Outcome == store.Processed {
+		if r.Sets[0].Outcome == inbox.Processed {
 			processed++
 			orig = r.Sets[0].OriginalCorrelationID
 		}
@@ -184,7 +185,7 @@ func testSameFileConcurrently(t *testing.T, s store.Store) {
 		t.Fatalf("%d copies processed, want exactly 1", processed)
 	}
 	for _, r := range results {
-		if o := r.Sets[0]; o.Outcome != store.Processed && (o.Outcome != store.Duplicate || o.OriginalCorrelationID != orig) {
+		if o := r.Sets[0]; o.Outcome != inbox.Processed && (o.Outcome != inbox.Duplicate || o.OriginalCorrelationID != orig) {
 			t.Errorf("copy: %+v, want a duplicate of %s", o, orig)
 		}
 	}
@@ -197,7 +198,7 @@ func testSameFileConcurrently(t *testing.T, s store.Store) {
 func testRegenerated(t *testing.T, s store.Store) {
 	mustIngest(t, s, "a.835", Fixture(t, "835_canonical.x12"))
 	r := mustIngest(t, s, "b.835", Fixture(t, "835_regenerated.x12"))
-	if r.Count(store.BusinessDuplicate) != 1 || len(r.Sets[0].EffectKeys) != 0 {
+	if r.Count(inbox.BusinessDuplicate) != 1 || len(r.Sets[0].EffectKeys) != 0 {
 		t.Fatalf("regenerated: %+v", r.Sets)
 	}
 	c := counts(t, s)
@@ -218,7 +219,7 @@ func testOtherSender(t *testing.T, s store.Store) {
 	other = bytes.ReplaceAll(other, []byte("*ACMEHP*"), []byte("*OTHERHP*"))
 	other = bytes.Replace(other, []byte("TRN*1*EFT0001*1512345678"), []byte("TRN*1*EFT0001*1999999999"), 1)
 	r := mustIngest(t, s, "b.835", other)
-	if r.Count(store.Processed) != 1 || len(r.Sets[0].EffectKeys) != 1 {
+	if r.Count(inbox.Processed) != 1 || len(r.Sets[0].EffectKeys) != 1 {
 		t.Fatalf("other sender: %+v", r.Sets)
 	}
 	if c := counts(t, s); c.Inbox["processed"] != 2 {
@@ -229,7 +230,7 @@ func testOtherSender(t *testing.T, s store.Store) {
 func testKeyConflict(t *testing.T, s store.Store) {
 	mustIngest(t, s, "a.835", Fixture(t, "835_canonical.x12"))
 	r := mustIngest(t, s, "b.835", Fixture(t, "835_changed_content.x12"))
-	if r.Count(store.Conflict) != 1 {
+	if r.Count(inbox.Conflict) != 1 {
 		t.Fatalf("changed content under the same key: %+v", r.Sets)
 	}
 	// The conflicting copy posts nothing and gets no 999: its content was
@@ -242,15 +243,15 @@ func testKeyConflict(t *testing.T, s store.Store) {
 
 func testRejectedReclaimed(t *testing.T, s store.Store) {
 	r := mustIngest(t, s, "bad.835", Fixture(t, "err_se01_count.x12"))
-	if r.Count(store.Rejected) != 1 || len(r.AckKeys) != 1 {
+	if r.Count(inbox.Rejected) != 1 || len(r.AckKeys) != 1 {
 		t.Fatalf("bad: %+v", r)
 	}
 	again := mustIngest(t, s, "bad-again.835", Fixture(t, "err_se01_count.x12"))
-	if again.Count(store.Duplicate) != 1 {
+	if again.Count(inbox.Duplicate) != 1 {
 		t.Errorf("the same rejected copy: %+v", again.Sets)
 	}
 	fixed := mustIngest(t, s, "fixed.835", Fixture(t, "835_canonical.x12"))
-	if fixed.Count(store.Processed) != 1 || fixed.Sets[0].Key != r.Sets[0].Key || len(fixed.Sets[0].EffectKeys) != 1 {
+	if fixed.Count(inbox.Processed) != 1 || fixed.Sets[0].Key != r.Sets[0].Key || len(fixed.Sets[0].EffectKeys) != 1 {
 		t.Errorf("corrected copy of a rejected key: %+v", fixed.Sets)
 	}
 	// The corrected group gets its own 999, accepting what the first one
@@ -265,11 +266,11 @@ func testRejectedReclaimed(t *testing.T, s store.Store) {
 
 func testNotX12(t *testing.T, s store.Store) {
 	r := mustIngest(t, s, "note.txt", Fixture(t, "not_x12_text.txt"))
-	if r.X12 || r.Count(store.Rejected) != 1 || r.Sets[0].Key[:7] != "sha256:" {
+	if r.X12 || r.Count(inbox.Rejected) != 1 || r.Sets[0].Key[:7] != "sha256:" {
 		t.Fatalf("not X12: %+v", r.Sets)
 	}
 	again := mustIngest(t, s, "note2.txt", Fixture(t, "not_x12_text.txt"))
-	if again.Count(store.Duplicate) != 1 {
+	if again.Count(inbox.Duplicate) != 1 {
 		t.Errorf("same bytes again: %+v", again.Sets)
 	}
 	if c := counts(t, s); c.Files["rejected"] != 2 || c.Inbox["rejected"] != 1 {
@@ -280,8 +281,9 @@ func testNotX12(t *testing.T, s store.Store) {
 func testFailureBeforeCommit(t *testing.T, s store.Store) {
 	data := Fixture(t, "multi_interchange.x12")
 	boom := errors.New("injected")
-	_, err := ingest.File(context.Background(), ingest.Options{Store: s, Routes: Routes}, store.FileInfo{Source: "test", Path: "x", Size: 1, MTime: t0, SHA256: "x",
-		CorrelationID: "c", Now: t0, FailBeforeCommit: boom}, bytes.NewReader(data))
+	_, err := inbox.Ingest(store.FailBeforeCommit(context.Background(), boom), inbox.Options{Store: s, Routes: Routes},
+		inbox.FileInfo{Source: "test", Path: "x", Size: 1, MTime: t0, SHA256: "x", CorrelationID: "c", Now: t0},
+		bytes.NewReader(data))
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want the injected failure", err)
 	}
@@ -292,7 +294,7 @@ func testFailureBeforeCommit(t *testing.T, s store.Store) {
 	// The same file then ingests normally (its three sets carry one
 	// payment: one processed, two business duplicates).
 	r := mustIngest(t, s, "x", data)
-	if r.Count(store.Processed) != 1 || r.Count(store.BusinessDuplicate) != 2 {
+	if r.Count(inbox.Processed) != 1 || r.Count(inbox.BusinessDuplicate) != 2 {
 		t.Errorf("after the failure: %+v", r.Sets)
 	}
 }
@@ -312,7 +314,7 @@ func seedPayments(t *testing.T, s store.Store, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		r := mustIngest(t, s, fmt.Sprintf("p%d.835", i), paymentFile(t, i, 1000+i))
-		if r.Count(store.Processed) != 1 {
+		if r.Count(inbox.Processed) != 1 {
 			t.Fatalf("seed %d: %+v", i, r.Sets)
 		}
 	}
@@ -337,19 +339,19 @@ func testLeaseFencing(t *testing.T, s store.Store) {
 	if err != nil || len(rows) != 1 || rows[0].LeaseToken == old.LeaseToken || rows[0].Attempts != 2 {
 		t.Fatalf("reclaim: %+v %v", rows, err)
 	}
-	if err := s.Complete(ctx, old.ID, old.LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
+	if err := Complete(ctx, s, old.ID, old.LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("complete with an expired lease: %v, want ErrLeaseLost", err)
 	}
-	if err := s.Retry(ctx, old.ID, old.LeaseToken, later, later, store.Failure{HTTPStatus: 500, Error: "x"}); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.Retry(ctx, old.ID, old.LeaseToken, later, later, outbox.Failure{HTTPStatus: 500, Error: "x"}); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("retry with an expired lease: %v", err)
 	}
-	if err := s.Complete(ctx, rows[0].ID, rows[0].LeaseToken, later, 200); err != nil {
+	if err := Complete(ctx, s, rows[0].ID, rows[0].LeaseToken, later, 200); err != nil {
 		t.Errorf("complete by the holder: %v", err)
 	}
-	if err := s.Complete(ctx, rows[0].ID, rows[0].LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
+	if err := Complete(ctx, s, rows[0].ID, rows[0].LeaseToken, later, 200); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("second complete: %v", err)
 	}
-	if got, _ := s.GetOutbox(ctx, old.ID); got.Status != store.StatusDelivered {
+	if got, _ := s.GetOutbox(ctx, old.ID); got.Status != outbox.StatusDelivered {
 		t.Errorf("status %s", got.Status)
 	}
 }
@@ -429,7 +431,7 @@ func testOrderingKey(t *testing.T, s store.Store) {
 				delivered = append(delivered, rows[0].ID)
 				inflight--
 				mu.Unlock()
-				if err := s.Complete(ctx, rows[0].ID, rows[0].LeaseToken, t0, 200); err != nil {
+				if err := Complete(ctx, s, rows[0].ID, rows[0].LeaseToken, t0, 200); err != nil {
 					t.Error(err)
 				}
 			}
@@ -450,13 +452,13 @@ func testTransitions(t *testing.T, s store.Store) {
 	}
 	a, b, c := rows[0], rows[1], rows[2]
 	later := t0.Add(time.Hour)
-	if err := s.Retry(ctx, a.ID, a.LeaseToken, t0, later, store.Failure{HTTPStatus: 503, Error: "unavailable"}); err != nil {
+	if err := s.Retry(ctx, a.ID, a.LeaseToken, t0, later, outbox.Failure{HTTPStatus: 503, Error: "unavailable"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Snooze(ctx, b.ID, b.LeaseToken, t0, later); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Dead(ctx, c.ID, c.LeaseToken, t0, store.Failure{HTTPStatus: 400, Error: "bad request"}); err != nil {
+	if err := s.Dead(ctx, c.ID, c.LeaseToken, t0, outbox.Failure{HTTPStatus: 400, Error: "bad request"}); err != nil {
 		t.Fatal(err)
 	}
 	if due, _ := s.Claim(ctx, t0.Add(time.Minute), []string{"ledger"}, 10, time.Minute); len(due) != 0 {
@@ -478,24 +480,24 @@ func testTransitions(t *testing.T, s store.Store) {
 		t.Fatalf("replay: %d %v", n, err)
 	}
 	replayed, _ := s.GetOutbox(ctx, c.ID)
-	if replayed.Status != store.StatusPending || replayed.Attempts != 0 || replayed.EffectKey != c.EffectKey {
+	if replayed.Status != outbox.StatusPending || replayed.Attempts != 0 || replayed.EffectKey != c.EffectKey {
 		t.Errorf("replayed %+v", replayed)
 	}
 	again, _ := s.Claim(ctx, later, []string{"ledger"}, 10, time.Minute)
 	if len(again) != 1 || again[0].ID != c.ID {
 		t.Fatalf("claim after replay: %v", again)
 	}
-	s.Dead(ctx, c.ID, again[0].LeaseToken, later, store.Failure{HTTPStatus: 400, Error: "still bad"})
+	s.Dead(ctx, c.ID, again[0].LeaseToken, later, outbox.Failure{HTTPStatus: 400, Error: "still bad"})
 	if n, err := s.Discard(ctx, []int64{c.ID}, later); err != nil || n != 1 {
 		t.Fatalf("discard: %d %v", n, err)
 	}
-	if got, _ := s.GetOutbox(ctx, c.ID); got.Status != store.StatusDiscarded {
+	if got, _ := s.GetOutbox(ctx, c.ID); got.Status != outbox.StatusDiscarded {
 		t.Errorf("discarded row: %+v", got)
 	}
 	// The discarded row keeps its effect key: the same payment re-sent
 	// under a new envelope still posts nothing.
 	r := mustIngest(t, s, "resent.835", paymentFile(t, 2, 7002))
-	if r.Count(store.BusinessDuplicate) != 1 {
+	if r.Count(inbox.BusinessDuplicate) != 1 {
 		t.Errorf("re-sent discarded payment: %+v", r.Sets)
 	}
 	if _, err := s.GetOutbox(ctx, 1<<40); !errors.Is(err, store.ErrNotFound) {
@@ -507,12 +509,12 @@ func testStats(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	seedPayments(t, s, 2)
 	rows, _ := s.Claim(ctx, t0, []string{"ledger"}, 1, time.Minute)
-	s.Dead(ctx, rows[0].ID, rows[0].LeaseToken, t0, store.Failure{HTTPStatus: 400, Error: "x"})
+	s.Dead(ctx, rows[0].ID, rows[0].LeaseToken, t0, outbox.Failure{HTTPStatus: 400, Error: "x"})
 	st, err := s.Stats(ctx, t0.Add(90*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bySink := map[string]store.SinkStats{}
+	bySink := map[string]outbox.SinkStats{}
 	for _, x := range st {
 		bySink[x.Sink] = x
 	}
@@ -564,21 +566,21 @@ func testCheckLease(t *testing.T, s store.Store) {
 	now := time.Now().UTC()
 	name := "poll:acme:/out"
 	tok, _, _ := s.AcquireLease(ctx, name, "a", time.Minute, now)
-	if err := s.CheckLease(ctx, store.Fence{Name: name, Token: tok}, now); err != nil {
+	if err := s.CheckLease(ctx, inbox.Fence{Name: name, Token: tok}, now); err != nil {
 		t.Errorf("current lease: %v", err)
 	}
-	if err := s.CheckLease(ctx, store.Fence{Name: "poll:other:/out", Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.CheckLease(ctx, inbox.Fence{Name: "poll:other:/out", Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("a lease never taken: %v, want ErrLeaseLost", err)
 	}
 	s.AcquireLease(ctx, name, "a", -time.Minute, now)
-	if err := s.CheckLease(ctx, store.Fence{Name: name, Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.CheckLease(ctx, inbox.Fence{Name: name, Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("an expired lease: %v, want ErrLeaseLost", err)
 	}
 	tok2, _, _ := s.AcquireLease(ctx, name, "b", time.Minute, now)
-	if err := s.CheckLease(ctx, store.Fence{Name: name, Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
+	if err := s.CheckLease(ctx, inbox.Fence{Name: name, Token: tok}, now); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("a lease taken over: %v, want ErrLeaseLost", err)
 	}
-	if err := s.CheckLease(ctx, store.Fence{Name: name, Token: tok2}, now); err != nil {
+	if err := s.CheckLease(ctx, inbox.Fence{Name: name, Token: tok2}, now); err != nil {
 		t.Errorf("the new holder's lease: %v", err)
 	}
 }
@@ -595,8 +597,8 @@ func testStaleFenceCommitsNothing(t *testing.T, s store.Store) {
 	if !ok || cur == old {
 		t.Fatalf("takeover: %d %v", cur, ok)
 	}
-	ingestFenced := func(path string, data []byte, fence store.Fence) (*ingest.Result, error) {
-		return ingest.File(ctx, ingest.Options{Store: s, Routes: Routes}, store.FileInfo{Source: "test", Path: path,
+	ingestFenced := func(path string, data []byte, fence inbox.Fence) (*inbox.Report, error) {
+		return inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "test", Path: path,
 			Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path, CorrelationID: store.NewCorrelationID(), Now: t0,
 			Fence: fence}, bytes.NewReader(data))
 	}
@@ -604,14 +606,14 @@ func testStaleFenceCommitsNothing(t *testing.T, s store.Store) {
 	var big bytes.Buffer
 	x12gen.Remit{Control: 9000, SetsPerGroup: 600, Trace: "FENCE"}.Write(&big)
 	for _, data := range [][]byte{Fixture(t, "835_canonical.x12"), big.Bytes()} {
-		if _, err := ingestFenced("in/a.835", data, store.Fence{Name: name, Token: old}); !errors.Is(err, store.ErrLeaseLost) {
+		if _, err := ingestFenced("in/a.835", data, inbox.Fence{Name: name, Token: old}); !errors.Is(err, store.ErrLeaseLost) {
 			t.Fatalf("ingest under a stale token: %v, want ErrLeaseLost", err)
 		}
 	}
 	if c := counts(t, s); sum(c.Inbox)+sum(c.Outbox)+sum(c.Files)+sum(c.Sightings) != 0 {
 		t.Fatalf("a stale replica committed %+v", c)
 	}
-	if _, err := ingestFenced("in/a.835", Fixture(t, "835_canonical.x12"), store.Fence{Name: name, Token: cur}); err != nil {
+	if _, err := ingestFenced("in/a.835", Fixture(t, "835_canonical.x12"), inbox.Fence{Name: name, Token: cur}); err != nil {
 		t.Fatalf("ingest under the current token: %v", err)
 	}
 	if c := counts(t, s); c.Inbox["processed"] != 1 || c.Files["ingested"] != 1 {
@@ -663,10 +665,10 @@ func testPrune(t *testing.T, s store.Store) {
 	rows, _ := s.Claim(ctx, t0, []string{"ledger"}, 10, time.Minute)
 	for i, r := range rows {
 		if i == 0 {
-			s.Dead(ctx, r.ID, r.LeaseToken, t0, store.Failure{HTTPStatus: 400, Error: "x"})
+			s.Dead(ctx, r.ID, r.LeaseToken, t0, outbox.Failure{HTTPStatus: 400, Error: "x"})
 			continue
 		}
-		s.Complete(ctx, r.ID, r.LeaseToken, t0, 200)
+		Complete(ctx, s, r.ID, r.LeaseToken, t0, 200)
 	}
 	if n, err := s.Prune(ctx, t0, 2); err != nil || n != 0 {
 		t.Fatalf("prune of nothing old: %d %v", n, err)
@@ -704,25 +706,25 @@ func testLedger(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	mustIngest(t, s, "in/a.835", Fixture(t, "835_canonical.x12"))
 	mtime := t0.Add(-time.Hour)
-	f := store.FileInfo{Source: "test", Path: "in/b.835", Size: 10, MTime: mtime, CorrelationID: "c", Now: t0}
+	f := inbox.FileInfo{Source: "test", Path: "in/b.835", Size: 10, MTime: mtime, CorrelationID: "c", Now: t0}
 	for i := 1; i <= 3; i++ {
-		st, err := s.RecordFileProblem(ctx, f, store.FileRetrying, "connection reset")
-		if err != nil || st.Attempts != i || st.Status != store.FileRetrying {
+		st, err := s.RecordFileProblem(ctx, f, inbox.FileRetrying, "connection reset")
+		if err != nil || st.Attempts != i || st.Status != inbox.FileRetrying {
 			t.Fatalf("attempt %d: %+v %v", i, st, err)
 		}
 	}
 	f.Size = 11 // the file changed: attempts start again
-	if st, _ := s.RecordFileProblem(ctx, f, store.FileRetrying, "x"); st.Attempts != 1 {
+	if st, _ := s.RecordFileProblem(ctx, f, inbox.FileRetrying, "x"); st.Attempts != 1 {
 		t.Errorf("attempts after a change: %d", st.Attempts)
 	}
-	big := store.FileInfo{Source: "test", Path: "in/huge.835", Size: 1 << 40, MTime: mtime, CorrelationID: "c", Now: t0}
-	s.RecordFileProblem(ctx, big, store.FileRejected, "larger than max_file_size")
+	big := inbox.FileInfo{Source: "test", Path: "in/huge.835", Size: 1 << 40, MTime: mtime, CorrelationID: "c", Now: t0}
+	s.RecordFileProblem(ctx, big, inbox.FileRejected, "larger than max_file_size")
 	states, err := s.FileStates(ctx, "test", []string{"in/a.835", "in/b.835", "in/huge.835", "in/none.835"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(states) != 3 || states["in/a.835"].Status != store.FileIngested || states["in/a.835"].SHA256 != "sha-in/a.835" ||
-		states["in/b.835"].Size != 11 || states["in/huge.835"].Status != store.FileRejected || !states["in/a.835"].MTime.Equal(t0) {
+	if len(states) != 3 || states["in/a.835"].Status != inbox.FileIngested || states["in/a.835"].SHA256 != "sha-in/a.835" ||
+		states["in/b.835"].Size != 11 || states["in/huge.835"].Status != inbox.FileRejected || !states["in/a.835"].MTime.Equal(t0) {
 		t.Errorf("states %+v", states)
 	}
 	if states["in/a.835"].PostDone {
@@ -746,7 +748,7 @@ func testCompleteMany(t *testing.T, s store.Store) {
 	if len(rows) != 3 {
 		t.Fatalf("%d rows", len(rows))
 	}
-	done := []store.Completion{{ID: rows[0].ID, Token: rows[0].LeaseToken, HTTPStatus: 200},
+	done := []outbox.Completion{{ID: rows[0].ID, Token: rows[0].LeaseToken, HTTPStatus: 200},
 		{ID: rows[1].ID, Token: "stale-token", HTTPStatus: 200}, {ID: rows[2].ID, Token: rows[2].LeaseToken, HTTPStatus: 204}}
 	lost, err := s.CompleteMany(ctx, done, t0)
 	if err != nil {
@@ -755,7 +757,7 @@ func testCompleteMany(t *testing.T, s store.Store) {
 	if len(lost) != 1 || lost[0] != rows[1].ID {
 		t.Errorf("lost %v, want [%d]", lost, rows[1].ID)
 	}
-	for i, want := range []string{store.StatusDelivered, store.StatusInflight, store.StatusDelivered} {
+	for i, want := range []string{outbox.StatusDelivered, outbox.StatusInflight, outbox.StatusDelivered} {
 		if r, _ := s.GetOutbox(ctx, rows[i].ID); r.Status != want {
 			t.Errorf("row %d: %s, want %s", i, r.Status, want)
 		}

@@ -163,14 +163,11 @@ func Parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
 	return ps.p, ps.problems
 }
 
-// problem records a located problem; reject says whether the set cannot
-// be processed because of it.
-func (ps *parser) problem(reject bool, i int, loop, segCode string, elem, comp int, ref, elemCode, value, msg string) {
-	ps.problems = append(ps.problems, x12.Problem{
-		SegmentID: ps.segs[i].ID(), Position: i + 1, Loop: loop, SegmentCode: segCode,
-		Element: elem, Component: comp, ElementRef: ref, ElementCode: elemCode, Value: value, Message: msg,
-		Reject: reject,
-	})
+// problem records p located at segment i (p.Reject says whether the set
+// cannot be processed because of it).
+func (ps *parser) problem(i int, p x12.Problem) {
+	p.SegmentID, p.Position = ps.segs[i].ID(), i+1
+	ps.problems = append(ps.problems, p)
 }
 
 // missing reports a required segment that is absent; it is located at the
@@ -187,13 +184,13 @@ func (ps *parser) money(i, elem int, loop string, required bool) (x12.Money, boo
 	v := ps.segs[i].Str(elem)
 	if v == "" {
 		if required {
-			ps.problem(true, i, loop, "8", elem, 0, refAmount, "1", "", "required amount missing")
+			ps.problem(i, x12.Problem{Reject: true, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refAmount, ElementCode: "1", Message: "required amount missing"})
 		}
 		return x12.Money{}, false
 	}
 	m, err := x12.ParseMoney(v)
 	if err != nil {
-		ps.problem(true, i, loop, "8", elem, 0, refAmount, "6", v, "invalid amount: "+err.Error())
+		ps.problem(i, x12.Problem{Reject: true, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refAmount, ElementCode: "6", Value: v, Message: "invalid amount: " + err.Error()})
 		return x12.Money{}, false
 	}
 	return m, true
@@ -203,7 +200,7 @@ func (ps *parser) date(i, elem int, loop string) string {
 	v := ps.segs[i].Str(elem)
 	d, ok := x12.Date(v)
 	if !ok {
-		ps.problem(false, i, loop, "8", elem, 0, refDate, "8", v, "invalid date (CCYYMMDD)")
+		ps.problem(i, x12.Problem{Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refDate, ElementCode: "8", Value: v, Message: "invalid date (CCYYMMDD)"})
 	}
 	return d
 }
@@ -213,7 +210,7 @@ func (ps *parser) date(i, elem int, loop string) string {
 func (ps *parser) required(reject bool, i, elem int, loop, ref, what string) string {
 	v := ps.segs[i].Str(elem)
 	if v == "" {
-		ps.problem(reject, i, loop, "8", elem, 0, ref, "1", "", "required "+what+" missing")
+		ps.problem(i, x12.Problem{Reject: reject, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: ref, ElementCode: "1", Message: "required " + what + " missing"})
 	}
 	return v
 }
@@ -222,14 +219,14 @@ func (ps *parser) adjustments(i int, loop string) []Adjustment {
 	s := ps.segs[i]
 	group := s.Str(1)
 	if group == "" {
-		ps.problem(false, i, loop, "8", 1, 0, "1033", "1", "", "required adjustment group code missing")
+		ps.problem(i, x12.Problem{Loop: loop, SegmentCode: "8", Element: 1, ElementRef: "1033", ElementCode: "1", Message: "required adjustment group code missing"})
 	}
 	var out []Adjustment
 	for k := 2; k+1 <= 19; k += 3 {
 		reason := s.Str(k)
 		if reason == "" {
 			if k == 2 {
-				ps.problem(false, i, loop, "8", 2, 0, "1034", "1", "", "required adjustment reason missing")
+				ps.problem(i, x12.Problem{Loop: loop, SegmentCode: "8", Element: 2, ElementRef: "1034", ElementCode: "1", Message: "required adjustment reason missing"})
 			}
 			break
 		}
@@ -264,7 +261,7 @@ func (ps *parser) parse() {
 			}
 			p.CreditDebit = ps.required(true, i, 3, "", "478", "credit/debit flag")
 			if p.CreditDebit != "" && p.CreditDebit != "C" && p.CreditDebit != "D" {
-				ps.problem(true, i, "", "8", 3, 0, "478", "7", p.CreditDebit, "credit/debit flag must be C or D")
+				ps.problem(i, x12.Problem{Reject: true, SegmentCode: "8", Element: 3, ElementRef: "478", ElementCode: "7", Value: p.CreditDebit, Message: "credit/debit flag must be C or D"})
 			}
 			p.Method = ps.required(false, i, 4, "", "591", "payment method")
 			p.Format = s.Str(5)
@@ -357,11 +354,11 @@ func (ps *parser) parse() {
 			case claim != nil:
 				claim.Adjustments = append(claim.Adjustments, ps.adjustments(i, "2100")...)
 			default:
-				ps.problem(true, i, "", "2", 0, 0, "", "", "", "CAS outside a claim")
+				ps.problem(i, x12.Problem{Reject: true, SegmentCode: "2", Message: "CAS outside a claim"})
 			}
 		case "SVC":
 			if claim == nil {
-				ps.problem(true, i, "2110", "2", 0, 0, "", "", "", "SVC outside a claim")
+				ps.problem(i, x12.Problem{Reject: true, Loop: "2110", SegmentCode: "2", Message: "SVC outside a claim"})
 				continue
 			}
 			claim.Lines = append(claim.Lines, Line{})
@@ -397,9 +394,9 @@ func (ps *parser) procedure(i int, line *Line) {
 	line.ProcedureQualifier, line.Procedure = get(0), get(1)
 	switch {
 	case line.ProcedureQualifier == "":
-		ps.problem(false, i, "2110", "8", 1, 1, "235", "1", "", "required procedure code qualifier missing (SVC01-1)")
+		ps.problem(i, x12.Problem{Loop: "2110", SegmentCode: "8", Element: 1, Component: 1, ElementRef: "235", ElementCode: "1", Message: "required procedure code qualifier missing (SVC01-1)"})
 	case line.Procedure == "":
-		ps.problem(false, i, "2110", "8", 1, 2, refProcedure, "1", "", "required procedure code missing (SVC01-2)")
+		ps.problem(i, x12.Problem{Loop: "2110", SegmentCode: "8", Element: 1, Component: 2, ElementRef: refProcedure, ElementCode: "1", Message: "required procedure code missing (SVC01-2)"})
 	}
 	for k := 2; k <= 5; k++ {
 		if m := get(k); m != "" {
@@ -416,7 +413,7 @@ func (ps *parser) plb(i int) {
 		e := s.Elem(k)
 		if len(bytes.Trim(e, " ")) == 0 {
 			if k == 3 {
-				ps.problem(true, i, "", "8", 3, 0, "426", "1", "", "required adjustment reason missing")
+				ps.problem(i, x12.Problem{Reject: true, SegmentCode: "8", Element: 3, ElementRef: "426", ElementCode: "1", Message: "required adjustment reason missing"})
 			}
 			break
 		}

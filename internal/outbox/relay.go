@@ -1,45 +1,53 @@
-// Package relay delivers outbox rows: workers claim due rows through the
+// Package outbox is the delivery side: the outbox row model and its
+// states, the contract a driver keeps them under (Store), the relay and
+// the maintenance services (pruning, gauges).
+//
+// The relay delivers outbox rows: workers claim due rows through the
 // store (SKIP LOCKED claims with a lease), deliver them outside any
 // transaction, and complete, retry or dead-letter them, each transition
 // fenced by the lease token. Delivery is at-least-once; the sink's
 // Idempotency-Key lets a receiver make it exactly-once.
-package relay
+package outbox
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"math/big"
 	"sync"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 
+	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/sink"
-	"github.com/ediwatch/ediwatch/internal/store"
 )
 
-// Outbox is what the relay needs of the store.
-type Outbox interface {
-	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]store.OutboxRow, error)
-	ExtendLeases(ctx context.Context, held []store.Held, now time.Time, lease time.Duration) ([]int64, error)
-	CompleteMany(ctx context.Context, done []store.Completion, now time.Time) ([]int64, error)
-	Retry(ctx context.Context, id int64, token string, now, at time.Time, f store.Failure) error
-	Dead(ctx context.Context, id int64, token string, now time.Time, f store.Failure) error
+// Queue is what the relay needs of the store.
+type Queue interface {
+	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]Row, error)
+	ExtendLeases(ctx context.Context, held []Held, now time.Time, lease time.Duration) ([]int64, error)
+	CompleteMany(ctx context.Context, done []Completion, now time.Time) ([]int64, error)
+	Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error
+	Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
 }
 
 // Deliverer makes one delivery attempt; sink.HTTP is one.
 type Deliverer interface {
-	Deliver(ctx context.Context, row store.OutboxRow, now time.Time) sink.Result
+	Deliver(ctx context.Context, msg sink.Message, now time.Time) sink.Result
 }
 
-// Config tunes the relay.
-type Config struct {
+// Message is what a sink sends of row.
+func (row Row) Message() sink.Message {
+	return sink.Message{EffectKey: row.EffectKey, Kind: row.Kind, CorrelationID: row.CorrelationID,
+		Payload: row.Payload, CreatedAt: row.CreatedAt}
+}
+
+// RelayConfig tunes the relay.
+type RelayConfig struct {
 	Workers     int
 	Batch       int // rows claimed at once per worker (default 16)
 	MaxAttempts int
@@ -58,8 +66,8 @@ type Config struct {
 
 // Relay delivers the outbox. Run it with Run.
 type Relay struct {
-	cfg   Config
-	ob    Outbox
+	cfg   RelayConfig
+	ob    Queue
 	sinks map[string]Deliverer
 	// sinkNames are the sinks Claim is limited to: a row for a sink this
 	// replica lacks (a rolling config change) waits for a replica that has it.
@@ -73,37 +81,46 @@ type Relay struct {
 
 var errRetryable = errors.New("retryable delivery failure")
 
-// New returns a relay over ob delivering to sinks by name.
-func New(cfg Config, ob Outbox, sinks map[string]Deliverer, log *zap.Logger, m *metrics.Metrics) *Relay {
+// DefaultRelayConfig returns the values NewRelay gives the fields of a
+// RelayConfig left zero; the configuration's relay defaults are these.
+func DefaultRelayConfig() RelayConfig {
+	return RelayConfig{Workers: 8, Batch: 16, MaxAttempts: 25, BackoffBase: 2 * time.Second, BackoffMax: time.Hour,
+		MaxAge: 72 * time.Hour, Lease: time.Minute, Idle: 500 * time.Millisecond, BreakerFailures: 5,
+		BreakerTimeout: 30 * time.Second}
+}
+
+// NewRelay returns a relay over ob delivering to sinks by name.
+func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Logger, m *metrics.Metrics) *Relay {
+	d := DefaultRelayConfig()
 	if cfg.Workers <= 0 {
-		cfg.Workers = 8
+		cfg.Workers = d.Workers
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 16
+		cfg.Batch = d.Batch
 	}
 	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = 25
+		cfg.MaxAttempts = d.MaxAttempts
 	}
 	if cfg.BackoffBase <= 0 {
-		cfg.BackoffBase = 2 * time.Second
+		cfg.BackoffBase = d.BackoffBase
 	}
 	if cfg.BackoffMax <= 0 {
-		cfg.BackoffMax = time.Hour
+		cfg.BackoffMax = d.BackoffMax
 	}
 	if cfg.MaxAge <= 0 {
-		cfg.MaxAge = 72 * time.Hour
+		cfg.MaxAge = d.MaxAge
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = time.Minute
+		cfg.Lease = d.Lease
 	}
 	if cfg.Idle <= 0 {
-		cfg.Idle = 500 * time.Millisecond
+		cfg.Idle = d.Idle
 	}
 	if cfg.BreakerFailures == 0 {
-		cfg.BreakerFailures = 5
+		cfg.BreakerFailures = d.BreakerFailures
 	}
 	if cfg.BreakerTimeout <= 0 {
-		cfg.BreakerTimeout = 30 * time.Second
+		cfg.BreakerTimeout = d.BreakerTimeout
 	}
 	r := &Relay{cfg: cfg, ob: ob, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
 		log: log, m: m, now: func() time.Time { return time.Now().UTC() }, wake: make(chan struct{}, 1)}
@@ -261,11 +278,11 @@ type batch struct {
 	held    map[int64]string // id -> lease token of rows not finished
 	lost    map[int64]bool
 	blocked map[string]bool // sink + ordering key with an undelivered row
-	done    []store.Completion
+	done    []Completion
 	expires time.Time // the earliest the leases may lapse
 }
 
-func newBatch(rows []store.OutboxRow, expires time.Time) *batch {
+func newBatch(rows []Row, expires time.Time) *batch {
 	b := &batch{held: map[int64]string{}, lost: map[int64]bool{}, blocked: map[string]bool{}, expires: expires}
 	for _, row := range rows {
 		b.held[row.ID] = row.LeaseToken
@@ -273,10 +290,10 @@ func newBatch(rows []store.OutboxRow, expires time.Time) *batch {
 	return b
 }
 
-func orderKey(row store.OutboxRow) string { return row.Sink + "\x1f" + row.OrderingKey }
+func orderKey(row Row) string { return row.Sink + "\x1f" + row.OrderingKey }
 
 // skip says why row must not be delivered now, or "".
-func (b *batch) skip(row store.OutboxRow, now time.Time) string {
+func (b *batch) skip(row Row, now time.Time) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
@@ -290,7 +307,7 @@ func (b *batch) skip(row store.OutboxRow, now time.Time) string {
 	return ""
 }
 
-func (b *batch) block(row store.OutboxRow) {
+func (b *batch) block(row Row) {
 	b.mu.Lock()
 	b.blocked[orderKey(row)] = true
 	b.mu.Unlock()
@@ -298,7 +315,7 @@ func (b *batch) block(row store.OutboxRow) {
 
 // finish drops row from the rows whose lease the ticker extends; a
 // delivered row waits in done to be recorded.
-func (b *batch) finish(row store.OutboxRow, c *store.Completion) {
+func (b *batch) finish(row Row, c *Completion) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.held, row.ID)
@@ -332,9 +349,9 @@ func (r *Relay) flush(ctx context.Context, b *batch) {
 // extend moves the lease of every row the batch still holds.
 func (r *Relay) extend(ctx context.Context, b *batch) {
 	b.mu.Lock()
-	held := make([]store.Held, 0, len(b.held))
+	held := make([]Held, 0, len(b.held))
 	for id, token := range b.held {
-		held = append(held, store.Held{ID: id, Token: token})
+		held = append(held, Held{ID: id, Token: token})
 	}
 	b.mu.Unlock()
 	if len(held) == 0 {
@@ -365,7 +382,7 @@ func (r *Relay) extend(ctx context.Context, b *batch) {
 
 // release gives a claimed row back without an attempt counted: due now,
 // for the next claimer (this relay or another) to take in order.
-func (r *Relay) release(ctx context.Context, b *batch, row store.OutboxRow, why string) {
+func (r *Relay) release(ctx context.Context, b *batch, row Row, why string) {
 	b.finish(row, nil)
 	b.block(row)
 	b.mu.Lock()
@@ -382,7 +399,7 @@ func (r *Relay) release(ctx context.Context, b *batch, row store.OutboxRow, why 
 
 // rowLog returns a logger naming row without patient data: the outbox id,
 // kind and sink, and the effect key only where it names no patient.
-func (r *Relay) rowLog(row store.OutboxRow) *zap.Logger {
+func (r *Relay) rowLog(row Row) *zap.Logger {
 	return r.log.With(zap.Int64("outbox_id", row.ID), zap.String("kind", row.Kind),
 		zap.String("effect", sink.LogKey(row.Kind, row.EffectKey)), zap.String("sink", row.Sink),
 		zap.String("correlation_id", row.CorrelationID), zap.Int("attempt", row.Attempts))
@@ -391,7 +408,7 @@ func (r *Relay) rowLog(row store.OutboxRow) *zap.Logger {
 // deliver makes one attempt at row and records a failure at once; a
 // success is left in the batch to be recorded by the next flush. It
 // reports whether row was delivered.
-func (r *Relay) deliver(ctx context.Context, row store.OutboxRow, b *batch) bool {
+func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 	log := r.rowLog(row)
 	now := r.now()
 	s, ok := r.sinks[row.Sink]
@@ -406,13 +423,13 @@ func (r *Relay) deliver(ctx context.Context, row store.OutboxRow, b *batch) bool
 	}
 	if now.Sub(ageFrom) > r.cfg.MaxAge {
 		b.finish(row, nil)
-		r.dead(ctx, row, store.Failure{HTTPStatus: row.LastStatus, Error: "max_age exceeded; last error: " + row.LastError,
+		r.dead(ctx, row, Failure{HTTPStatus: row.LastStatus, Error: "max_age exceeded; last error: " + row.LastError,
 			Response: row.LastResponse}, log)
 		return false
 	}
 	start := time.Now()
 	res, err := r.breakers[row.Sink].Execute(func() (sink.Result, error) {
-		res := s.Deliver(ctx, row, now)
+		res := s.Deliver(ctx, row.Message(), now)
 		if res.Outcome == sink.Retry {
 			return res, errRetryable
 		}
@@ -425,18 +442,18 @@ func (r *Relay) deliver(ctx context.Context, row store.OutboxRow, b *batch) bool
 	}
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		// The sink is down: wait without burning an attempt.
-		at := now.Add(jitter(r.cfg.BreakerTimeout))
+		at := now.Add(backoff.Between(r.cfg.BreakerTimeout, 2*r.cfg.BreakerTimeout))
 		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
 		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
 		return false
 	}
 	r.m.DeliveryLatency.WithLabelValues(row.Sink).Observe(time.Since(start).Seconds())
-	fail := store.Failure{HTTPStatus: res.Status, Error: res.Err, Response: res.Response}
+	fail := Failure{HTTPStatus: res.Status, Error: res.Err, Response: res.Response}
 	switch res.Outcome {
 	case sink.Delivered:
 		r.m.Deliveries.WithLabelValues(row.Sink, "delivered").Inc()
 		log.Info("delivered", zap.Int("status", res.Status))
-		b.finish(row, &store.Completion{ID: row.ID, Token: row.LeaseToken, HTTPStatus: res.Status})
+		b.finish(row, &Completion{ID: row.ID, Token: row.LeaseToken, HTTPStatus: res.Status})
 		return true
 	case sink.Dead:
 		r.dead(ctx, row, fail, log)
@@ -446,7 +463,7 @@ func (r *Relay) deliver(ctx context.Context, row store.OutboxRow, b *batch) bool
 			r.dead(ctx, row, fail, log)
 			return false
 		}
-		at := now.Add(max(backoff(r.cfg.BackoffBase, r.cfg.BackoffMax, row.Attempts), res.RetryAfter))
+		at := now.Add(max(backoff.Full(r.cfg.BackoffBase, r.cfg.BackoffMax, row.Attempts), res.RetryAfter))
 		if at.Sub(ageFrom) > r.cfg.MaxAge {
 			fail.Error = "max_age would be exceeded; last error: " + res.Err
 			r.dead(ctx, row, fail, log)
@@ -461,7 +478,7 @@ func (r *Relay) deliver(ctx context.Context, row store.OutboxRow, b *batch) bool
 	return false
 }
 
-func (r *Relay) dead(ctx context.Context, row store.OutboxRow, f store.Failure, log *zap.Logger) {
+func (r *Relay) dead(ctx context.Context, row Row, f Failure, log *zap.Logger) {
 	r.m.Deliveries.WithLabelValues(row.Sink, "dead").Inc()
 	if r.fence(r.ob.Dead(ctx, row.ID, row.LeaseToken, r.now(), f), log) {
 		log.Warn("dead-lettered", zap.Int("status", f.HTTPStatus), zap.String("error", f.Error))
@@ -474,34 +491,11 @@ func (r *Relay) fence(err error, log *zap.Logger) bool {
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, store.ErrLeaseLost):
+	case errors.Is(err, ErrLeaseLost):
 		r.m.LeaseLost.Inc()
 		log.Warn("lease lost: another relay owns the row")
 	default:
 		log.Error("outbox update failed; the row returns after its lease expires", zap.Error(err))
 	}
 	return false
-}
-
-// backoff is exponential in the attempts made, capped, with full jitter.
-func backoff(base, limit time.Duration, attempts int) time.Duration {
-	d := base << min(max(attempts-1, 0), 30)
-	if d <= 0 || d > limit {
-		d = limit
-	}
-	return randDuration(d)
-}
-
-// jitter returns a duration between d and 2d.
-func jitter(d time.Duration) time.Duration { return d + randDuration(d) }
-
-func randDuration(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(d)+1))
-	if err != nil {
-		return d
-	}
-	return time.Duration(n.Int64())
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
-	"github.com/ediwatch/ediwatch/internal/source/sourcetest"
+	"github.com/ediwatch/ediwatch/internal/poller/sourcetest"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
@@ -98,7 +98,7 @@ func TestWrongUserKeyIsAClearError(t *testing.T) {
 	// poller keeps polling.
 	m := metrics.New(prometheus.NewRegistry())
 	p := poller.New(poller.Config{Name: "acme", Directories: []string{sshd.Drop}, PollInterval: time.Second},
-		src, newSQLiteStore(t), ingest.Options{Routes: storetest.Routes}, zap.NewNop(), m)
+		src, newSQLiteStore(t), inbox.Options{Routes: storetest.Routes}, zap.NewNop(), m)
 	for i := 0; i < 2; i++ {
 		_, err = p.PollOnce(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "unable to authenticate") || !strings.Contains(err.Error(), sshd.User+"@"+sshd.Addr) {
@@ -133,7 +133,7 @@ func TestGrowingFileOverOpenSSH(t *testing.T) {
 	os.WriteFile(path, full[:150], 0o644)
 	st := newSQLiteStore(t)
 	p := poller.New(poller.Config{Name: "acme", Directories: []string{d.Remote}, PollInterval: time.Second},
-		src, st, ingest.Options{Routes: storetest.Routes}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+		src, st, inbox.Options{Routes: storetest.Routes}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 	ctx := context.Background()
 	p.PollOnce(ctx)
 	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)

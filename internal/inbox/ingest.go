@@ -1,9 +1,13 @@
-// Package ingest records one X12 file in the store: it processes the whole
+// Package inbox is the claim side: outcomes, the file and set records, the
+// contracts a driver records them under (Ingester, Ledger), and the ingest
+// flow.
+//
+// Ingest records one X12 file in the store: it processes the whole
 // file first (internal/process), then feeds every set and acknowledgment
 // into one store ingestion, committed with the file's ledger row in one
 // transaction. No lock or connection is held while a file is parsed. The
 // poller and `ediwatch ingest` share it.
-package ingest
+package inbox
 
 import (
 	"bufio"
@@ -17,14 +21,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/process"
-	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
 )
 
 // Options is what an ingest needs besides the file.
 type Options struct {
-	Store store.Ingester
+	Store Ingester
 	// Routes maps an effect kind to the sink that delivers it.
 	Routes map[string]string
 	// Ack shapes acknowledgments (our ids, per source).
@@ -38,39 +42,31 @@ type Options struct {
 	SpillDir string
 }
 
-// SetResult is one set's outcome with what processing found.
-type SetResult struct {
-	store.SetResult
+// SetReport is one set's outcome with what processing found.
+type SetReport struct {
+	SetResult
 	Type   string
 	Reason string
 	// Unbalanced is true for an 835 whose amounts do not balance.
 	Unbalanced bool
 }
 
-// Result is the outcome of one file.
-type Result struct {
+// Report is the outcome of one file.
+type Report struct {
 	X12     bool
-	Sets    []SetResult
+	Sets    []SetReport
 	AckKeys []string
 }
 
 // Count returns how many sets had the outcome.
-func (r *Result) Count(o store.Outcome) int {
-	n := 0
-	for _, s := range r.Sets {
-		if s.Outcome == o {
-			n++
-		}
-	}
-	return n
-}
+func (r *Report) Count(o Outcome) int { return count(r.Sets, o) }
 
 // ControlNumberStore allocates control numbers; store.Store does.
 type ControlNumberStore interface {
 	NextControlNumber(ctx context.Context, sender string) (int64, error)
 }
 
-// File records the file r, described by f, in one transaction. On error
+// Ingest records the file r, described by f, in one transaction. On error
 // nothing is recorded.
 //
 // It works in two phases, so a store's write lock (SQLite) or connection
@@ -87,7 +83,7 @@ type ControlNumberStore interface {
 //     committed.
 //
 // opts.Timeout, when set, bounds both phases together.
-func File(ctx context.Context, opts Options, f store.FileInfo, r io.ReadSeeker) (*Result, error) {
+func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Report, error) {
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
@@ -110,7 +106,7 @@ func File(ctx context.Context, opts Options, f store.FileInfo, r io.ReadSeeker) 
 	// counts a failed attempt.
 	for attempt := 1; ; attempt++ {
 		res, err := write(ctx, opts, f, p, sp)
-		if !errors.Is(err, store.ErrTransient) || attempt == writeAttempts || ctx.Err() != nil {
+		if !errors.Is(err, ErrTransient) || attempt == writeAttempts || ctx.Err() != nil {
 			return res, err
 		}
 	}
@@ -123,21 +119,21 @@ const writeAttempts = 3
 // result reports; the records themselves are in the spill.
 type parsed struct {
 	x12    bool
-	status store.FileStatus
+	status FileStatus
 	reason string
-	meta   []SetResult
+	meta   []SetReport
 }
 
 // spilled is one record of the spill (gob, which keeps every exported
 // field, json:"-" ones included): a set or an acknowledgment.
 type spilled struct {
-	Set *store.SetRecord
-	Ack *store.Effect
+	Set *SetRecord
+	Ack *outbox.Effect
 }
 
 func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker, sp *spill) (*parsed, error) {
 	enc := gob.NewEncoder(sp)
-	out := &parsed{status: store.FileIngested}
+	out := &parsed{status: FileIngested}
 	summary, err := process.File(ctx, r, process.Config{ControlNumbers: cn, Ack: opts.Ack},
 		func(it process.Item) error {
 			switch {
@@ -146,7 +142,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				if err != nil {
 					return err
 				}
-				out.meta = append(out.meta, SetResult{Type: it.Set.Type, Reason: it.Set.Reason,
+				out.meta = append(out.meta, SetReport{Type: it.Set.Type, Reason: it.Set.Reason,
 					Unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
 				return sp.put(enc, spilled{Set: &rec})
 			case it.Ack != nil:
@@ -169,9 +165,9 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	}
 	// Not X12: the file itself is keyed by its SHA-256 and rejected, with a
 	// TA1 when the partner's ids are configured.
-	out.status, out.reason = store.FileRejected, summary.Errors[0].Error()
-	out.meta = append(out.meta, SetResult{Type: "", Reason: out.reason})
-	if err := sp.put(enc, spilled{Set: &store.SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
+	out.status, out.reason = FileRejected, summary.Errors[0].Error()
+	out.meta = append(out.meta, SetReport{Type: "", Reason: out.reason})
+	if err := sp.put(enc, spilled{Set: &SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
 		Rejected: true, Reason: out.reason}}); err != nil {
 		return nil, err
 	}
@@ -190,7 +186,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	return out, nil
 }
 
-func write(ctx context.Context, opts Options, f store.FileInfo, p *parsed, sp *spill) (*Result, error) {
+func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) (*Report, error) {
 	rd, err := sp.reader()
 	if err != nil {
 		return nil, err
@@ -223,7 +219,7 @@ func write(ctx context.Context, opts Options, f store.FileInfo, p *parsed, sp *s
 	if len(res.Sets) != len(p.meta) {
 		return nil, fmt.Errorf("ingest: %d results for %d sets", len(res.Sets), len(p.meta))
 	}
-	out := &Result{X12: p.x12, AckKeys: res.AckKeys}
+	out := &Report{X12: p.x12, AckKeys: res.AckKeys}
 	for i, s := range res.Sets {
 		m := p.meta[i]
 		m.SetResult = s
@@ -300,8 +296,8 @@ func (s *spill) Close() {
 	}
 }
 
-func setRecord(s *process.Set, routes map[string]string) (store.SetRecord, error) {
-	rec := store.SetRecord{Key: s.Key, ContentHash: s.ContentHash, Type: s.Type,
+func setRecord(s *process.Set, routes map[string]string) (SetRecord, error) {
+	rec := SetRecord{Key: s.Key, ContentHash: s.ContentHash, Type: s.Type,
 		Rejected: s.Status == process.Rejected, Reason: s.Reason}
 	if sum := s.Summary(); sum != nil {
 		rec.Summary = mustJSON(sum)
@@ -316,12 +312,12 @@ func setRecord(s *process.Set, routes map[string]string) (store.SetRecord, error
 	return rec, nil
 }
 
-func effect(e process.Effect, routes map[string]string) (store.Effect, error) {
+func effect(e process.Effect, routes map[string]string) (outbox.Effect, error) {
 	sink, ok := routes[e.Kind]
 	if !ok {
-		return store.Effect{}, fmt.Errorf("ingest: no route for effect kind %s", e.Kind)
+		return outbox.Effect{}, fmt.Errorf("ingest: no route for effect kind %s", e.Kind)
 	}
-	return store.Effect{Kind: e.Kind, Key: e.Key, OrderingKey: e.OrderingKey, Sink: sink, Payload: e.Payload,
+	return outbox.Effect{Kind: e.Kind, Key: e.Key, OrderingKey: e.OrderingKey, Sink: sink, Payload: e.Payload,
 		Hash: e.Hash}, nil
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -137,7 +137,7 @@ func RunIntake(t *testing.T, src poller.Source, newDrop func(t *testing.T) Drop)
 		h.polls(2)
 		c := h.counts()
 		states, _ := h.st.FileStates(context.Background(), "acme", []string{path.Join(d.Remote, "era.835")})
-		if c.Inbox["processed"] != 1 || states[path.Join(d.Remote, "era.835")].Status != store.FileIngested {
+		if c.Inbox["processed"] != 1 || states[path.Join(d.Remote, "era.835")].Status != inbox.FileIngested {
 			t.Errorf("a claimed file left by a crash: %+v, ledger %+v (recorded under its original name)", c, states)
 		}
 		h.empty(t)
@@ -165,7 +165,7 @@ func newIntake(t *testing.T, src poller.Source, d Drop, mod func(*poller.Config)
 	if mod != nil {
 		mod(&cfg)
 	}
-	p := poller.New(cfg, src, st, ingest.Options{Routes: storetest.Routes}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	p := poller.New(cfg, src, st, inbox.Options{Routes: storetest.Routes}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 	return &intake{t: t, p: p, st: st, d: d}
 }
 

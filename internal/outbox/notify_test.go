@@ -1,4 +1,4 @@
-package relay_test
+package outbox_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/metrics"
-	"github.com/ediwatch/ediwatch/internal/relay"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
 	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
@@ -35,10 +35,10 @@ func TestNotifyWakesTheRelay(t *testing.T) {
 		return 200, nil
 	})
 	s, _ := sink.New(sink.Config{Name: "ledger", URL: rc.URL})
-	r := relay.New(relay.Config{Workers: 2, Idle: time.Minute}, st,
-		map[string]relay.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	r := outbox.NewRelay(outbox.RelayConfig{Workers: 2, Idle: time.Minute}, st,
+		map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 	go func() { r.Run(ctx); stopped <- struct{}{} }()
-	go func() { st.Listen(ctx, r.Wake); stopped <- struct{}{} }()
+	go func() { st.Listen(ctx, r.Wake, nil); stopped <- struct{}{} }()
 	time.Sleep(300 * time.Millisecond) // both workers idle, the listener up
 	if _, err := storetest.IngestNow(t, st, "n.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package ingest_test
+package inbox_test
 
 import (
 	"bytes"
@@ -13,7 +13,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -48,7 +49,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
 	})
 }
 
-func mustIngest(t *testing.T, s store.Store, path string, data []byte) *ingest.Result {
+func mustIngest(t *testing.T, s store.Store, path string, data []byte) *inbox.Report {
 	t.Helper()
 	r, err := storetest.Ingest(t, s, path, data)
 	if err != nil {
@@ -59,10 +60,10 @@ func mustIngest(t *testing.T, s store.Store, path string, data []byte) *ingest.R
 
 // deliver claims and completes the due rows of sink until none is left,
 // and returns them in the batches the relay would have got them in.
-func deliver(t *testing.T, s store.Store, sink string) [][]store.OutboxRow {
+func deliver(t *testing.T, s store.Store, sink string) [][]outbox.Row {
 	t.Helper()
 	ctx := context.Background()
-	var batches [][]store.OutboxRow
+	var batches [][]outbox.Row
 	for {
 		rows, err := s.Claim(ctx, t0, []string{sink}, 100, time.Minute)
 		if err != nil {
@@ -72,7 +73,7 @@ func deliver(t *testing.T, s store.Store, sink string) [][]store.OutboxRow {
 			return batches
 		}
 		for _, r := range rows {
-			if err := s.Complete(ctx, r.ID, r.LeaseToken, t0, 200); err != nil {
+			if err := storetest.Complete(ctx, s, r.ID, r.LeaseToken, t0, 200); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -80,8 +81,8 @@ func deliver(t *testing.T, s store.Store, sink string) [][]store.OutboxRow {
 	}
 }
 
-func flat(batches [][]store.OutboxRow) []store.OutboxRow {
-	var out []store.OutboxRow
+func flat(batches [][]outbox.Row) []outbox.Row {
+	var out []outbox.Row
 	for _, b := range batches {
 		out = append(out, b...)
 	}
@@ -89,7 +90,7 @@ func flat(batches [][]store.OutboxRow) []store.OutboxRow {
 }
 
 // ackX12 returns the X12 of an acknowledgment row.
-func ackX12(t *testing.T, r store.OutboxRow) string {
+func ackX12(t *testing.T, r outbox.Row) string {
 	t.Helper()
 	var ev process.AckEvent
 	if err := json.Unmarshal(r.Payload, &ev); err != nil {
@@ -110,11 +111,11 @@ func TestStalledUploadThenCompletePostsOnce(t *testing.T) {
 		full := canonical(t)
 		stalled := full[:bytes.Index(full, []byte("GE*1*101~"))]
 		first := mustIngest(t, s, "ERA835.txt", stalled)
-		if first.Count(store.Rejected) != 1 || !strings.Contains(first.Sets[0].Reason, "iea_missing") {
+		if first.Count(inbox.Rejected) != 1 || !strings.Contains(first.Sets[0].Reason, "iea_missing") {
 			t.Fatalf("stalled upload: %+v", first.Sets)
 		}
 		second := mustIngest(t, s, "ERA835.txt", full)
-		if o := second.Sets[0]; o.Outcome != store.Processed || o.Key != first.Sets[0].Key ||
+		if o := second.Sets[0]; o.Outcome != inbox.Processed || o.Key != first.Sets[0].Key ||
 			!slices.Equal(o.EffectKeys, []string{"payment:1512345678:EFT0001"}) {
 			t.Fatalf("complete file after the stalled one: %+v, want processed with one payment", second.Sets)
 		}
@@ -134,7 +135,7 @@ func TestStalledUploadThenCompletePostsOnce(t *testing.T) {
 		if payments := flat(deliver(t, s, "ledger")); len(payments) != 1 {
 			t.Errorf("%d payments delivered, want 1", len(payments))
 		}
-		if again := mustIngest(t, s, "copy.txt", full); again.Count(store.Duplicate) != 1 || len(again.AckKeys) != 0 {
+		if again := mustIngest(t, s, "copy.txt", full); again.Count(inbox.Duplicate) != 1 || len(again.AckKeys) != 0 {
 			t.Errorf("the complete file once more: %+v %v", again.Sets, again.AckKeys)
 		}
 		c, _ := s.Counts(context.Background())
@@ -160,11 +161,11 @@ func TestCorrectedEnvelopeErrorIsProcessed(t *testing.T) {
 		t.Run(strings.TrimSuffix(fixture, ".x12"), func(t *testing.T) {
 			eachStore(t, func(t *testing.T, s store.Store) {
 				bad := mustIngest(t, s, "ERA.835", storetest.Fixture(t, fixture))
-				if bad.Count(store.Rejected) != 1 || len(bad.AckKeys) != 1 {
+				if bad.Count(inbox.Rejected) != 1 || len(bad.AckKeys) != 1 {
 					t.Fatalf("bad file: %+v %v", bad.Sets, bad.AckKeys)
 				}
 				fixed := mustIngest(t, s, "ERA.835", canonical(t))
-				if fixed.Count(store.Processed) != 1 || len(fixed.Sets[0].EffectKeys) != 1 {
+				if fixed.Count(inbox.Processed) != 1 || len(fixed.Sets[0].EffectKeys) != 1 {
 					t.Fatalf("corrected file: %+v, want processed with its payment", fixed.Sets)
 				}
 				if len(fixed.AckKeys) != 1 || fixed.AckKeys[0] == bad.AckKeys[0] {
@@ -199,16 +200,16 @@ func otherControl(data []byte, ctl string) []byte {
 func TestSamePaymentOtherAmountIsConflict(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		first := mustIngest(t, s, "a.835", canonical(t))
-		if first.Count(store.Processed) != 1 {
+		if first.Count(inbox.Processed) != 1 {
 			t.Fatalf("first: %+v", first.Sets)
 		}
 		other := bytes.Replace(otherControl(canonical(t), "303"), []byte("BPR*I*150.00"), []byte("BPR*I*175.00"), 1)
 		r := mustIngest(t, s, "b.835", other)
-		if o := r.Sets[0]; o.Outcome != store.Conflict || len(o.EffectKeys) != 0 ||
+		if o := r.Sets[0]; o.Outcome != inbox.Conflict || len(o.EffectKeys) != 0 ||
 			!slices.Equal(o.ConflictKeys, []string{"payment:1512345678:EFT0001"}) {
 			t.Fatalf("same payment number, other amount: %+v, want a conflict", r.Sets)
 		}
-		if regen := mustIngest(t, s, "c.835", otherControl(canonical(t), "404")); regen.Count(store.BusinessDuplicate) != 1 {
+		if regen := mustIngest(t, s, "c.835", otherControl(canonical(t), "404")); regen.Count(inbox.BusinessDuplicate) != 1 {
 			t.Errorf("regenerated under new control numbers: %+v, want a business duplicate", regen.Sets)
 		}
 		payments := flat(deliver(t, s, "ledger"))
@@ -246,7 +247,7 @@ func claims(c x12gen.Claims) []byte {
 }
 
 // claimFreq returns the frequency code of a claim.received row.
-func claimFreq(t *testing.T, r store.OutboxRow) string {
+func claimFreq(t *testing.T, r outbox.Row) string {
 	var ev process.ClaimEvent
 	if err := json.Unmarshal(r.Payload, &ev); err != nil {
 		t.Fatal(err)
@@ -263,17 +264,17 @@ func claimFreq(t *testing.T, r store.OutboxRow) string {
 func TestRebatchedClaimIsBusinessDuplicate(t *testing.T) {
 	eachStore(t, func(t *testing.T, s store.Store) {
 		orig := mustIngest(t, s, "claims-1.x12", claims(x12gen.Claims{Control: 1, Claims: 2, IDPrefix: "PCN-"}))
-		if orig.Count(store.Processed) != 1 || len(orig.Sets[0].EffectKeys) != 2 {
+		if orig.Count(inbox.Processed) != 1 || len(orig.Sets[0].EffectKeys) != 2 {
 			t.Fatalf("original: %+v", orig.Sets)
 		}
 		rebatched := mustIngest(t, s, "claims-2.x12", claims(x12gen.Claims{Control: 2, Claims: 2, IDPrefix: "PCN-"}))
-		if rebatched.Count(store.BusinessDuplicate) != 1 {
+		if rebatched.Count(inbox.BusinessDuplicate) != 1 {
 			t.Errorf("re-batched under new control numbers: %+v, want a business duplicate", rebatched.Sets)
 		}
 		changed := bytes.Replace(claims(x12gen.Claims{Control: 3, Claims: 2, IDPrefix: "PCN-"}),
 			[]byte("CLM*PCN-1*150.00"), []byte("CLM*PCN-1*175.00"), 1)
 		r := mustIngest(t, s, "claims-3.x12", changed)
-		if o := r.Sets[0]; o.Outcome != store.Processed || len(o.EffectKeys) != 1 || len(o.ConflictKeys) != 0 {
+		if o := r.Sets[0]; o.Outcome != inbox.Processed || len(o.EffectKeys) != 1 || len(o.ConflictKeys) != 0 {
 			t.Errorf("same claim identity, other charge: %+v, want the corrected claim alone posted", r.Sets)
 		}
 		rounds := deliver(t, s, "ledger")
@@ -299,7 +300,7 @@ func TestReplacementAndVoidFollowTheOriginal(t *testing.T) {
 		for i, freq := range []string{"1", "7", "8"} {
 			r := mustIngest(t, s, "claims-"+freq+".x12", claims(x12gen.Claims{Control: 10 + i, Claims: 2,
 				IDPrefix: "PCN-", Frequency: freq}))
-			if r.Count(store.Processed) != 1 || len(r.Sets[0].EffectKeys) != 2 {
+			if r.Count(inbox.Processed) != 1 || len(r.Sets[0].EffectKeys) != 2 {
 				t.Fatalf("frequency %s: %+v, want two new claims", freq, r.Sets)
 			}
 			keys = append(keys, r.Sets[0].EffectKeys...)
@@ -334,13 +335,13 @@ func TestCorrectionsOfAClaimArePostedInOrder(t *testing.T) {
 		var keys []string
 		for i, f := range []struct{ freq, charge string }{{"1", "150.00"}, {"1", "160.00"}, {"7", "170.00"}, {"7", "180.00"}} {
 			r := mustIngest(t, s, fmt.Sprintf("claims-%d.x12", i), file(20+i, f.freq, f.charge))
-			if r.Count(store.Processed) != 1 || len(r.Sets[0].EffectKeys) != 1 {
+			if r.Count(inbox.Processed) != 1 || len(r.Sets[0].EffectKeys) != 1 {
 				t.Fatalf("claim %d (frequency %s, charge %s): %+v, want it posted", i, f.freq, f.charge, r.Sets)
 			}
 			keys = append(keys, r.Sets[0].EffectKeys[0])
 		}
 		// The same correction again is a business duplicate.
-		if again := mustIngest(t, s, "claims-again.x12", file(30, "7", "180.00")); again.Count(store.BusinessDuplicate) != 1 {
+		if again := mustIngest(t, s, "claims-again.x12", file(30, "7", "180.00")); again.Count(inbox.BusinessDuplicate) != 1 {
 			t.Errorf("the last correction re-batched: %+v, want a business duplicate", again.Sets)
 		}
 		rounds := deliver(t, s, "ledger")
@@ -368,7 +369,7 @@ func TestRegeneratedRemittanceOnAnotherDayIsBusinessDuplicate(t *testing.T) {
 			}
 			return b.Bytes()
 		}
-		if first := mustIngest(t, s, "a.835", remit(1)); first.Count(store.Processed) != 1 {
+		if first := mustIngest(t, s, "a.835", remit(1)); first.Count(inbox.Processed) != 1 {
 			t.Fatalf("first: %+v", first.Sets)
 		}
 		later := bytes.Replace(remit(2), []byte("DTM*405*20261128"), []byte("DTM*405*20261130"), 1)
@@ -376,7 +377,7 @@ func TestRegeneratedRemittanceOnAnotherDayIsBusinessDuplicate(t *testing.T) {
 			t.Fatal("the generator wrote no production date")
 		}
 		r := mustIngest(t, s, "b.835", later)
-		if r.Count(store.BusinessDuplicate) != 1 {
+		if r.Count(inbox.BusinessDuplicate) != 1 {
 			t.Errorf("regenerated on another day: %+v, want a business duplicate", r.Sets)
 		}
 		if c, _ := s.Counts(context.Background()); c.Sightings["effect_conflict"] != 0 {

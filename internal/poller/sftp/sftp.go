@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"os"
 	"path"
@@ -25,6 +24,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/poller"
 )
 
@@ -178,24 +178,11 @@ func (s *Source) conn(ctx context.Context) (*sftp.Client, error) {
 	client, err := s.dial(ctx)
 	if err != nil {
 		s.failures++
-		s.retryAt = time.Now().Add(backoff(s.cfg.BackoffBase, s.cfg.BackoffMax, s.failures))
+		s.retryAt = time.Now().Add(backoff.Full(s.cfg.BackoffBase, s.cfg.BackoffMax, s.failures))
 		return nil, err
 	}
 	s.failures, s.retryAt = 0, time.Time{}
 	return client, nil
-}
-
-// backoff is exponential with full jitter.
-func backoff(base, limit time.Duration, failures int) time.Duration {
-	d := base << min(failures-1, 30)
-	if d <= 0 || d > limit {
-		d = limit
-	}
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(d)+1))
-	if err != nil {
-		return d
-	}
-	return time.Duration(n.Int64())
 }
 
 func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {

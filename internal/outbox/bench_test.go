@@ -1,4 +1,4 @@
-package relay_test
+package outbox_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/metrics"
-	"github.com/ediwatch/ediwatch/internal/relay"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
 	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
@@ -87,7 +87,7 @@ func BenchmarkRelayVsPgbench(b *testing.B) {
 	for b.Loop() {
 		tps = pgbenchTPS(b, url, 8, 5*time.Second)
 		rctx, cancel := context.WithCancel(ctx)
-		r := relay.New(relay.Config{Workers: 8, Batch: 32}, st, map[string]relay.Deliverer{"ledger": s, "acks": s},
+		r := outbox.NewRelay(outbox.RelayConfig{Workers: 8, Batch: 32}, st, map[string]outbox.Deliverer{"ledger": s, "acks": s},
 			zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 		start := time.Now()
 		done := make(chan struct{})
@@ -107,11 +107,11 @@ func BenchmarkRelayVsPgbench(b *testing.B) {
 
 		// Latency: an idle relay woken by NOTIFY only (one-minute idle poll).
 		lctx, lcancel := context.WithCancel(ctx)
-		lr := relay.New(relay.Config{Workers: 2, Idle: time.Minute}, st, map[string]relay.Deliverer{"ledger": s, "acks": s},
+		lr := outbox.NewRelay(outbox.RelayConfig{Workers: 2, Idle: time.Minute}, st, map[string]outbox.Deliverer{"ledger": s, "acks": s},
 			zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 		ldone := make(chan struct{}, 2)
 		go func() { lr.Run(lctx); ldone <- struct{}{} }()
-		go func() { st.Listen(lctx, lr.Wake); ldone <- struct{}{} }()
+		go func() { st.Listen(lctx, lr.Wake, nil); ldone <- struct{}{} }()
 		time.Sleep(300 * time.Millisecond)
 		var lat []time.Duration
 		base := storetest.Fixture(b, "835_canonical.x12")

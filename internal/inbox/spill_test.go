@@ -1,4 +1,4 @@
-package ingest
+package inbox
 
 import (
 	"encoding/gob"
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 )
 
 // TestSpillMovesToDiskAndKeepsOrder: records past spillInMemory go to a
@@ -24,10 +24,10 @@ func TestSpillMovesToDiskAndKeepsOrder(t *testing.T) {
 	for i := range n {
 		var rec spilled
 		if i%2 == 0 {
-			rec.Set = &store.SetRecord{Key: fmt.Sprint("set", i), ContentHash: "h", Effects: []store.Effect{
+			rec.Set = &SetRecord{Key: fmt.Sprint("set", i), ContentHash: "h", Effects: []outbox.Effect{
 				{Kind: "payment.posted", Key: fmt.Sprint("pay", i), Payload: payload}}}
 		} else {
-			rec.Ack = &store.Effect{Kind: "ack.999", Key: fmt.Sprint("ack", i), UnlessConflictIn: "x12:P:", Payload: payload}
+			rec.Ack = &outbox.Effect{Kind: "ack.999", Key: fmt.Sprint("ack", i), UnlessConflictIn: "x12:P:", Payload: payload}
 		}
 		if err := sp.put(enc, rec); err != nil {
 			t.Fatal(err)

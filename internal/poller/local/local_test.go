@@ -3,7 +3,7 @@ package local
 import (
 	"testing"
 
-	"github.com/ediwatch/ediwatch/internal/source/sourcetest"
+	"github.com/ediwatch/ediwatch/internal/poller/sourcetest"
 )
 
 func TestSourceSuite(t *testing.T) {

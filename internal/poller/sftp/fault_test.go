@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/sftpserver"
@@ -107,7 +107,7 @@ func TestConnectionDroppedMidDownload(t *testing.T) {
 	st := newSQLiteStore(t)
 	src := &cutter{Source: fakeSource(t, srv), srv: srv, n: int64(buf.Len() / 3)}
 	p := poller.New(poller.Config{Name: "acme", Directories: []string{dir}, PollInterval: time.Second,
-		RetryBase: time.Nanosecond, SpoolDir: t.TempDir()}, src, st, ingest.Options{Routes: storetest.Routes},
+		RetryBase: time.Nanosecond, SpoolDir: t.TempDir()}, src, st, inbox.Options{Routes: storetest.Routes},
 		zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 	ctx := context.Background()
 	p.PollOnce(ctx)

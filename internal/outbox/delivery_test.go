@@ -1,4 +1,4 @@
-package relay_test
+package outbox_test
 
 import (
 	"bytes"
@@ -20,9 +20,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/ediwatch/ediwatch/internal/ingest"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
-	"github.com/ediwatch/ediwatch/internal/relay"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
@@ -50,15 +50,15 @@ func drivers(t *testing.T, fn func(t *testing.T, st store.Store)) {
 
 func ingestNow(t *testing.T, st store.Store, path string, data []byte) {
 	t.Helper()
-	if _, err := ingest.File(context.Background(), ingest.Options{Store: st, Routes: storetest.Routes},
-		store.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: time.Now(), SHA256: "sha-" + path,
+	if _, err := inbox.Ingest(context.Background(), inbox.Options{Store: st, Routes: storetest.Routes},
+		inbox.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: time.Now(), SHA256: "sha-" + path,
 			CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()}, bytes.NewReader(data)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // runUntil runs r until done reports true, then stops it and waits.
-func runUntil(t *testing.T, r *relay.Relay, done func() bool) {
+func runUntil(t *testing.T, r *outbox.Relay, done func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
@@ -103,11 +103,11 @@ func TestSlowReceiverDeliversEachEffectOnceInOrder(t *testing.T) {
 			}
 		}
 		s, _ := sink.New(sink.Config{Name: "ledger", URL: srv.URL, Timeout: 5 * time.Second})
-		r := relay.New(relay.Config{Workers: 2, Lease: 300 * time.Millisecond, Idle: 20 * time.Millisecond},
-			st, map[string]relay.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+		r := outbox.NewRelay(outbox.RelayConfig{Workers: 2, Lease: 300 * time.Millisecond, Idle: 20 * time.Millisecond},
+			st, map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 		runUntil(t, r, func() bool {
 			c, _ := st.Counts(context.Background())
-			return c.Outbox[store.StatusDelivered] == 2*files
+			return c.Outbox[outbox.StatusDelivered] == 2*files
 		})
 		mu.Lock()
 		defer mu.Unlock()
@@ -139,14 +139,14 @@ func Test409IsRetriedNotDelivered(t *testing.T) {
 		}
 		return 200, nil
 	})
-	h := newHarness(t, rc, relay.Config{})
+	h := newHarness(t, rc, outbox.RelayConfig{})
 	h.r.RunOnce(context.Background())
-	if p := h.payment(t); p.Status != store.StatusPending || p.LastStatus != 409 || !p.NextAttemptAt.After(h.clock) {
+	if p := h.payment(t); p.Status != outbox.StatusPending || p.LastStatus != 409 || !p.NextAttemptAt.After(h.clock) {
 		t.Fatalf("after 409: %s", brief(p))
 	}
 	h.round(t)
 	h.round(t)
-	if p := h.payment(t); len(rc.got()) != 2 || p.Status != store.StatusDelivered || p.LastStatus != 200 {
+	if p := h.payment(t); len(rc.got()) != 2 || p.Status != outbox.StatusDelivered || p.LastStatus != 200 {
 		t.Errorf("%d requests, %s", len(rc.got()), brief(p))
 	}
 }
@@ -162,9 +162,9 @@ func TestReplayAfterMaxAgeDelivers(t *testing.T) {
 		defer mu.Unlock()
 		return status, nil
 	})
-	h := newHarness(t, rc, relay.Config{MaxAge: 72 * time.Hour})
+	h := newHarness(t, rc, outbox.RelayConfig{MaxAge: 72 * time.Hour})
 	h.round(t)
-	if p := h.payment(t); p.Status != store.StatusDead {
+	if p := h.payment(t); p.Status != outbox.StatusDead {
 		t.Fatalf("%s", brief(p))
 	}
 	h.clock = h.clock.Add(80 * time.Hour) // the fix comes after max_age
@@ -176,7 +176,7 @@ func TestReplayAfterMaxAgeDelivers(t *testing.T) {
 	}
 	h.round(t)
 	p := h.payment(t)
-	if len(rc.got()) != 2 || p.Status != store.StatusDelivered || !strings.Contains(p.ErrorHistory, "HTTP 400") {
+	if len(rc.got()) != 2 || p.Status != outbox.StatusDelivered || !strings.Contains(p.ErrorHistory, "HTTP 400") {
 		t.Errorf("%d requests, %s, history %q", len(rc.got()), brief(p), p.ErrorHistory)
 	}
 }
@@ -186,20 +186,20 @@ func TestReplayAfterMaxAgeDelivers(t *testing.T) {
 // it, never dead-lettered.
 func TestRowOfUnknownSinkStaysPending(t *testing.T) {
 	rc := newReceiver(t, func(int) (int, http.Header) { return 200, nil })
-	h := newHarness(t, rc, relay.Config{})
+	h := newHarness(t, rc, outbox.RelayConfig{})
 	ctx := context.Background()
-	ing, _ := h.st.BeginIngest(ctx, store.FileInfo{Source: "test", Path: "x", MTime: h.clock, CorrelationID: "c", Now: h.clock})
-	if err := ing.AddAck(ctx, store.Effect{Kind: "ack.999", Key: "new", OrderingKey: "o", Sink: "archive", Payload: json.RawMessage(`{}`)}); err != nil {
+	ing, _ := h.st.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "x", MTime: h.clock, CorrelationID: "c", Now: h.clock})
+	if err := ing.AddAck(ctx, outbox.Effect{Kind: "ack.999", Key: "new", OrderingKey: "o", Sink: "archive", Payload: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ing.Commit(ctx, store.FileIngested, ""); err != nil {
+	if _, err := ing.Commit(ctx, inbox.FileIngested, ""); err != nil {
 		t.Fatal(err)
 	}
 	for range 3 {
 		h.round(t)
 	}
 	c, _ := h.st.Counts(ctx)
-	if c.Outbox[store.StatusPending] != 1 || c.Outbox[store.StatusDead] != 0 || c.Outbox[store.StatusDelivered] != 2 {
+	if c.Outbox[outbox.StatusPending] != 1 || c.Outbox[outbox.StatusDead] != 0 || c.Outbox[outbox.StatusDelivered] != 2 {
 		t.Errorf("outbox %v, want the archive row pending and the rest delivered", c.Outbox)
 	}
 }
@@ -233,11 +233,11 @@ func TestNoPatientDataInLogs(t *testing.T) {
 		ingestNow(t, st, "c.x12", b.Bytes())
 		core, logs := observer.New(zap.DebugLevel)
 		s, _ := sink.New(sink.Config{Name: "ledger", URL: srv.URL, Timeout: 5 * time.Second})
-		r := relay.New(relay.Config{Workers: 1, Idle: 10 * time.Millisecond, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond},
-			st, map[string]relay.Deliverer{"ledger": s, "acks": s}, zap.New(core), metrics.New(prometheus.NewRegistry()))
+		r := outbox.NewRelay(outbox.RelayConfig{Workers: 1, Idle: 10 * time.Millisecond, BackoffBase: time.Millisecond, BackoffMax: time.Millisecond},
+			st, map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.New(core), metrics.New(prometheus.NewRegistry()))
 		runUntil(t, r, func() bool {
 			c, _ := st.Counts(context.Background())
-			return c.Outbox[store.StatusDead] == 2 && c.Outbox[store.StatusDelivered] == 1
+			return c.Outbox[outbox.StatusDead] == 2 && c.Outbox[outbox.StatusDelivered] == 1
 		})
 		var all strings.Builder
 		for _, e := range logs.All() {
@@ -289,7 +289,7 @@ func TestRowWithLostLeaseIsNotDelivered(t *testing.T) {
 		}
 		return 200, nil
 	})
-	h = newHarness(t, rc, relay.Config{Lease: 300 * time.Millisecond})
+	h = newHarness(t, rc, outbox.RelayConfig{Lease: 300 * time.Millisecond})
 	if n, err := h.r.RunOnce(context.Background()); err != nil || n != 2 {
 		t.Fatalf("handled %d rows: %v", n, err)
 	}

@@ -1,0 +1,181 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/outbox"
+)
+
+// ErrTransient: an ingestion was rolled back by a conflict with a
+// concurrent one (a deadlock or serialization failure, which a driver
+// translates into it); nothing of it is recorded, and writing it again may
+// succeed.
+var ErrTransient = errors.New("store: transient conflict with a concurrent ingestion")
+
+// Outcome is what ingest decided for one transaction set.
+type Outcome string
+
+const (
+	// Processed: newly claimed; its effects are in the outbox.
+	Processed Outcome = "processed"
+	// Duplicate: the key was already claimed with the same content.
+	Duplicate Outcome = "duplicate"
+	// BusinessDuplicate: a new key whose effects all exist already (a
+	// regenerated document): recorded, nothing posted.
+	BusinessDuplicate Outcome = "business_duplicate"
+	// Conflict: the key was claimed with other content (a key conflict),
+	// or an effect key of the set exists with other business content (an
+	// effect conflict, SetResult.ConflictKeys): quarantined as a sighting
+	// and counted, never silently dropped.
+	Conflict Outcome = "conflict"
+	// Rejected: the set failed validation; claimed as rejected, posts
+	// nothing. The next arrival of the key that processes claims it again,
+	// whatever its content hash; a rejected arrival with the same hash is a
+	// duplicate, with another hash it re-records the rejection.
+	Rejected Outcome = "rejected"
+)
+
+// FileInfo describes the file an ingest records.
+type FileInfo struct {
+	Source string
+	Path   string
+	Size   int64
+	MTime  time.Time
+	SHA256 string
+	// CorrelationID names this arrival in logs, rows and deliveries.
+	CorrelationID string
+	// Now is the time recorded on every row.
+	Now time.Time
+	// Fence, when set, is the directory lease the file was taken under:
+	// Commit refuses (ErrLeaseLost) and records nothing when the lease no
+	// longer has Fence.Token.
+	Fence Fence
+}
+
+// SetRecord is one transaction set to claim.
+type SetRecord struct {
+	Key         string
+	ContentHash string
+	Type        string
+	Rejected    bool
+	Reason      string
+	// Summary is the document summary kept on the inbox row (no patient
+	// data); may be nil.
+	Summary json.RawMessage
+	Effects []outbox.Effect
+}
+
+// SetResult is the outcome of one set.
+type SetResult struct {
+	Key     string
+	Outcome Outcome
+	// OriginalCorrelationID is the correlation id of the claim a duplicate
+	// or conflict refers to; for a new claim, the file's own.
+	OriginalCorrelationID string
+	// EffectKeys are the outbox rows this set inserted.
+	EffectKeys []string
+	// ConflictKeys are the set's effect keys that exist with other
+	// business content (outcome Conflict); none was inserted.
+	ConflictKeys []string
+}
+
+// FileStatus is the ledger status of a remote file.
+type FileStatus string
+
+const (
+	// FileIngested: recorded (whatever its sets' outcomes); final.
+	FileIngested FileStatus = "ingested"
+	// FileRejected: not ingested, for a reason that will not change (too
+	// large, not X12); final.
+	FileRejected FileStatus = "rejected"
+	// FileRetrying: a download or parse failed; retried on later polls.
+	FileRetrying FileStatus = "retrying"
+	// FileFailed: failed too often; final until an operator acts.
+	FileFailed FileStatus = "failed"
+)
+
+// IngestResult is what Commit returns.
+type IngestResult struct {
+	Sets []SetResult
+	// AckKeys are the acknowledgment outbox rows inserted.
+	AckKeys []string
+}
+
+// Count returns how many sets had the outcome.
+func (r *IngestResult) Count(o Outcome) int { return count(r.Sets, o) }
+
+func (s SetResult) outcome() Outcome { return s.Outcome }
+
+// count returns how many of sets had the outcome o.
+func count[S interface{ outcome() Outcome }](sets []S, o Outcome) int {
+	n := 0
+	for _, s := range sets {
+		if s.outcome() == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Ingestion records one file. Sets and acknowledgments are added in file
+// order; nothing is visible to others until Commit. An Ingestion is used
+// by one goroutine; Rollback after Commit is a no-op, so `defer
+// ing.Rollback()` is always safe.
+//
+// From its first AddSet or AddAck until Commit or Rollback, an ingestion
+// may hold the database's write lock (SQLite) or a connection in a
+// transaction (PostgreSQL), so the caller prepares everything first —
+// parsing, control numbers — and adds without pause. It never needs a
+// second connection meanwhile.
+type Ingestion interface {
+	AddSet(ctx context.Context, s SetRecord) error
+	AddAck(ctx context.Context, e outbox.Effect) error
+	// Commit writes the file's ledger row with status and commits all of
+	// it in one transaction.
+	Commit(ctx context.Context, status FileStatus, lastError string) (*IngestResult, error)
+	Rollback()
+}
+
+// Ingester starts ingestions. Any number may run at once, from any number
+// of processes: unique constraints decide every race.
+type Ingester interface {
+	BeginIngest(ctx context.Context, f FileInfo) (Ingestion, error)
+}
+
+// Fence is a lease as granted: writes made under it are refused once the
+// lease has changed hands. The zero Fence fences nothing.
+type Fence struct {
+	Name  string
+	Token int64
+}
+
+// IsZero reports whether f fences nothing.
+func (f Fence) IsZero() bool { return f.Name == "" }
+
+// FileState is a remote file's row in the listing ledger.
+type FileState struct {
+	Size      int64
+	MTime     time.Time
+	SHA256    string
+	Status    FileStatus
+	Attempts  int
+	LastError string
+	PostDone  bool
+	UpdatedAt time.Time
+}
+
+// Ledger is the poller's view of the listing ledger.
+type Ledger interface {
+	// FileStates returns, in one query, the ledger rows of the given paths
+	// of source; paths without a row are absent from the map.
+	FileStates(ctx context.Context, source string, paths []string) (map[string]FileState, error)
+	// RecordFileProblem records a file that was not ingested: status
+	// retrying or failed (a download or processing failure; attempts count
+	// up while size and mtime stay the same) or rejected (e.g. too large).
+	RecordFileProblem(ctx context.Context, f FileInfo, status FileStatus, lastError string) (FileState, error)
+	// MarkPostDone records that post-processing (delete, move) is done.
+	MarkPostDone(ctx context.Context, source, path string, now time.Time) error
+}

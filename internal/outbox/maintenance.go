@@ -1,0 +1,118 @@
+package outbox
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ediwatch/ediwatch/internal/metrics"
+)
+
+// MaintenanceLease is the lease that makes one replica the maintenance
+// leader.
+const MaintenanceLease = "maintenance"
+
+// PruneStore is what the pruner needs of the store.
+type PruneStore interface {
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error)
+	Prune(ctx context.Context, keysBefore time.Time, batch int) (int, error)
+}
+
+// Pruner deletes what retention allows, once an hour, on one replica at a
+// time (the maintenance leader lease). Run it with Run.
+type Pruner struct {
+	Store PruneStore
+	// Keys is how long keys are kept (retention.keys).
+	Keys time.Duration
+	// Holder names this replica to the lease.
+	Holder string
+	Log    *zap.Logger
+	// Now is the clock (default time.Now, in UTC).
+	Now func() time.Time
+}
+
+// Run prunes a minute after it starts and every hour after, until ctx is
+// cancelled.
+func (p *Pruner) Run(ctx context.Context) error {
+	now := p.Now
+	if now == nil {
+		now = func() time.Time { return time.Now().UTC() }
+	}
+	t := time.NewTimer(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		t.Reset(time.Hour)
+		at := now()
+		if _, ok, err := p.Store.AcquireLease(ctx, MaintenanceLease, p.Holder, 2*time.Hour, at); err != nil || !ok {
+			if err != nil && ctx.Err() == nil {
+				p.Log.Warn("maintenance lease failed", zap.Error(err))
+			}
+			continue
+		}
+		n, err := p.Store.Prune(ctx, at.Add(-p.Keys), 1000)
+		if err != nil && ctx.Err() == nil {
+			p.Log.Warn("retention prune failed", zap.Error(err))
+			continue
+		}
+		if n > 0 {
+			p.Log.Info("retention pruned rows", zap.Int("rows", n))
+		}
+	}
+}
+
+// StatsStore is what the gauges need of the store.
+type StatsStore interface {
+	Stats(ctx context.Context, now time.Time) ([]SinkStats, error)
+}
+
+// Gauges sets the outbox gauges from the store every interval, and the
+// reconciliation divergence every 20 intervals. Run it with Run.
+type Gauges struct {
+	Store StatsStore
+	// Divergent reports whether reconciliation at now finds a divergence.
+	Divergent func(ctx context.Context, now time.Time) (bool, error)
+	Metrics   *metrics.Metrics
+	// Log is told when the store cannot be read.
+	Log   *zap.Logger
+	Every time.Duration
+	// Now is the clock (default time.Now, in UTC).
+	Now func() time.Time
+}
+
+// Run sets the gauges until ctx is cancelled.
+func (g *Gauges) Run(ctx context.Context) error {
+	now := g.Now
+	if now == nil {
+		now = func() time.Time { return time.Now().UTC() }
+	}
+	m := g.Metrics
+	for i := 0; ; i++ {
+		if i%20 == 0 {
+			if div, err := g.Divergent(ctx, now()); err == nil {
+				m.Divergence.Set(map[bool]float64{false: 0, true: 1}[div])
+			} else if ctx.Err() == nil {
+				g.Log.Warn("reconciliation for the divergence gauge failed", zap.Error(err))
+			}
+		}
+		if stats, err := g.Store.Stats(ctx, now()); err == nil {
+			for _, s := range stats {
+				m.OutboxPending.WithLabelValues(s.Sink).Set(float64(s.Pending + s.Inflight))
+				m.OutboxDead.WithLabelValues(s.Sink).Set(float64(s.Dead))
+				m.OutboxOldestPending.WithLabelValues(s.Sink).Set(s.OldestPending.Seconds())
+			}
+		} else if ctx.Err() == nil {
+			g.Log.Warn("outbox stats for the gauges failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(g.Every):
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Errors of the store, translated from each driver's own. They live here,
+// at the bottom of the imports, so the relay tells them apart; package
+// store names them too (store.ErrLeaseLost is ErrLeaseLost).
+var (
+	// ErrLeaseLost: the lease token no longer matches: an outbox row's
+	// lease expired and the row was reaped or claimed by another relay,
+	// or a directory lease (an inbox.Fence) passed to another replica.
+	ErrLeaseLost = errors.New("store: lease lost")
+	ErrNotFound  = errors.New("store: not found")
+)
+
+// Effect is an outbox row to insert.
+type Effect struct {
+	Kind        string          `json:"kind"`
+	Key         string          `json:"key"`
+	OrderingKey string          `json:"ordering_key"`
+	Sink        string          `json:"sink"`
+	Payload     json.RawMessage `json:"payload"`
+	// Hash is the SHA-256 (hex) of the effect's business content, without
+	// envelope keys or control numbers: an existing effect key with the
+	// same hash is a business duplicate, with another hash a conflict.
+	Hash string `json:"hash"`
+	// UnlessConflictIn, for an acknowledgment, is the key prefix of the
+	// sets it answers: it is not inserted when one of them was a key
+	// conflict in the same ingestion (quarantined content is not accepted).
+	UnlessConflictIn string `json:"-"`
+}
+
+// Row is one effect to deliver.
+type Row struct {
+	ID             int64
+	EffectKey      string
+	Kind           string
+	Sink           string
+	OrderingKey    string
+	InboxKey       string
+	CorrelationID  string
+	Payload        json.RawMessage
+	Status         string
+	Attempts       int
+	NextAttemptAt  time.Time
+	LeaseToken     string
+	LeaseExpiresAt time.Time
+	LastError      string
+	LastStatus     int
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	// AgeFrom is when the row's age budget (relay.max_age) started: its
+	// creation, or its last replay from the dead-letter queue.
+	AgeFrom time.Time
+	// LastResponse is a bounded excerpt of the receiver's last response
+	// body. Receivers echo payloads, so it may hold patient data: it is
+	// kept in the store only, never logged, shown only on request.
+	LastResponse string
+	// ErrorHistory holds the last errors of earlier lives of the row, one
+	// line per replay (oldest first, bounded), so a replay keeps them.
+	ErrorHistory string
+}
+
+// Outbox row statuses.
+const (
+	StatusPending   = "pending"
+	StatusInflight  = "inflight"
+	StatusDelivered = "delivered"
+	StatusDead      = "dead"
+	StatusDiscarded = "discarded"
+)
+
+// Completion is a delivered row to record.
+type Completion struct {
+	ID         int64
+	Token      string
+	HTTPStatus int
+}
+
+// Held is a claimed row a relay still holds: its id and lease token.
+type Held struct {
+	ID    int64
+	Token string
+}
+
+// Failure is what a failed attempt recorded.
+type Failure struct {
+	HTTPStatus int
+	// Error describes the failure without any response body.
+	Error string
+	// Response is a bounded excerpt of the response body (may hold
+	// patient data; kept apart from Error, see Row.LastResponse).
+	Response string
+}
+
+// LostOf returns the ids of done absent from updated.
+func LostOf(done []Completion, updated []int64) []int64 {
+	ok := make(map[int64]bool, len(updated))
+	for _, id := range updated {
+		ok[id] = true
+	}
+	var lost []int64
+	for _, c := range done {
+		if !ok[c.ID] {
+			lost = append(lost, c.ID)
+		}
+	}
+	return lost
+}
+
+// SinkStats are the outbox counts of one sink.
+type SinkStats struct {
+	Sink      string
+	Pending   int
+	Inflight  int
+	Dead      int
+	Delivered int
+	// OldestPending is the age of the oldest pending row, 0 when none.
+	OldestPending time.Duration
+}
+
+// Store is the outbox as a driver keeps it. Every transition of a claimed
+// row is fenced by its lease token: a relay whose lease was lost gets
+// ErrLeaseLost and must not act on the row.
+type Store interface {
+	// Claim leases up to limit due rows (of the given sinks, or all when
+	// sinks is empty) for lease, never a row whose sink and ordering key
+	// have an earlier pending or in-flight row, and never a row another
+	// claimer holds. The attempt is counted at claim. Rows are returned in
+	// id order.
+	//
+	// Order is per sink and ordering key, and it is commit order: of two
+	// rows with the same sink and ordering key, the one inserted by a
+	// transaction that is still open is never passed over; a second
+	// transaction inserting a row of that key waits for the first to end,
+	// and its row takes a higher id (ids of one key follow commit order).
+	Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]Row, error)
+	// ExtendLeases moves the lease of each held row to now+lease, fenced by
+	// its token; it returns the ids whose lease was lost (another relay
+	// owns them, or they were finished), which are left as they are. A
+	// relay calls it while a batch is in flight so no lease lapses.
+	ExtendLeases(ctx context.Context, held []Held, now time.Time, lease time.Duration) (lost []int64, err error)
+	// CompleteMany marks several claimed rows delivered in one statement,
+	// each fenced by its own token; it returns the ids whose lease was
+	// lost (those rows are left as they are).
+	CompleteMany(ctx context.Context, done []Completion, now time.Time) (lost []int64, err error)
+	// Retry returns a claimed row to pending, due at at, recording f.
+	Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error
+	// Dead moves a claimed row to the dead-letter queue, recording f.
+	Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error
+	// Snooze returns a claimed row to pending, due at at, without counting
+	// the attempt (e.g. its sink's circuit breaker is open).
+	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
+	// ReapExpired returns rows whose lease expired to pending.
+	ReapExpired(ctx context.Context, now time.Time) (int, error)
+	// ListDead lists dead rows, of one sink when sink is not empty.
+	ListDead(ctx context.Context, sink string, limit int) ([]Row, error)
+	// GetOutbox returns one row.
+	GetOutbox(ctx context.Context, id int64) (Row, error)
+	// Replay returns dead rows to pending with their attempts reset and a
+	// fresh age budget counted from now (AgeFrom): the given ids, or all of
+	// sink when ids is empty and sink is set, or all when both are empty
+	// and all is true. The last error is kept, and appended to ErrorHistory,
+	// which keeps the row's earlier errors across replays. The effect key, and so the Idempotency-Key,
+	// is unchanged.
+	Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error)
+	// Discard resolves dead rows without delivering them. The rows are
+	// kept (status discarded): their effect keys must go on preventing a
+	// re-delivered document from posting again.
+	Discard(ctx context.Context, ids []int64, now time.Time) (int, error)
+	// Stats returns the counts per sink.
+	Stats(ctx context.Context, now time.Time) ([]SinkStats, error)
+}

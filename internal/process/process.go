@@ -11,6 +11,7 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -296,16 +297,8 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 	case s.Payment != nil:
 		p := s.Payment
 		doc := mustJSON(p)
-		hash := contentHash(doc)
-		if p.ProductionDate != "" {
-			// DTM*405 dates the file, not the payment: a remittance
-			// regenerated on another day is the same payment.
-			undated := *p
-			undated.ProductionDate = ""
-			hash = contentHash(mustJSON(&undated))
-		}
 		out = append(out, Effect{Kind: KindPayment, Key: p.EffectKey(), OrderingKey: p.EffectKey(),
-			Hash: hash, Payload: withEnvelope(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
+			Hash: paymentHash(doc, p.ProductionDate), Payload: withEnvelope(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
 				Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
 	case s.Claims != nil:
 		for _, c := range s.Claims {
@@ -349,6 +342,26 @@ func withEnvelope(head any, doc []byte) json.RawMessage {
 func contentHash(doc []byte) string {
 	sum := sha256.Sum256(doc)
 	return hex.EncodeToString(sum[:])
+}
+
+// paymentHash is the effect hash of an encoded payment without its
+// production date: DTM*405 dates the file, not the payment, so a
+// remittance regenerated on another day is the same payment. The field is
+// cut out of the encoding (the top-level "production_date" member comes
+// before any nested object) rather than the payment encoded twice.
+func paymentHash(doc []byte, productionDate string) string {
+	if productionDate == "" {
+		return contentHash(doc)
+	}
+	member := append(append([]byte(`"production_date":`), mustJSON(productionDate)...), ',')
+	i := bytes.Index(doc, member)
+	if i < 0 {
+		panic("process: encoded payment lacks its production date") // the encoding is ours
+	}
+	h := sha256.New()
+	h.Write(doc[:i])
+	h.Write(doc[i+len(member):])
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // ackEffect returns an acknowledgment's effect. Its key carries the verdict

@@ -184,3 +184,57 @@ func TestListenReportsWhyItReconnects(t *testing.T) {
 		t.Errorf("retries in %v, want 100ms then 200ms", waits)
 	}
 }
+
+// TestListenBackoffStartsOverAfterAListen: a listening connection that
+// drops now and then (a PostgreSQL restart, a failover) is re-opened after
+// the first, short wait each time, not after a wait that grew over the
+// life of the process.
+func TestListenBackoffStartsOverAfterAListen(t *testing.T) {
+	// Its own application name tells this store's backends from those of
+	// tests running beside it on the same server.
+	app := fmt.Sprintf("ediwatch_listen_test_%d", schemaSeq.Add(1))
+	s, err := Open(context.Background(), testenv.PostgresURL(t)+"&application_name="+app, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kill := func() {
+		s.pool.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE application_name = $1 AND query = 'LISTEN `+NotifyChannel+`' AND pid <> pg_backend_pid()`, app)
+	}
+	var waits []time.Duration
+	done := make(chan error, 1)
+	woken := make(chan struct{}, 1)
+	go func() {
+		done <- s.Listen(ctx, func() {
+			select {
+			case woken <- struct{}{}:
+			default:
+			}
+		}, func(err error, retryIn time.Duration) {
+			waits = append(waits, retryIn)
+			if len(waits) == 3 {
+				cancel()
+			}
+		})
+	}()
+	for ctx.Err() == nil {
+		select {
+		case <-woken: // listening (again): drop it
+			kill()
+		case <-ctx.Done():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the listener did not come back")
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range waits {
+		if w != 100*time.Millisecond {
+			t.Errorf("reconnect %d waited %s, want 100ms each time after a connection that listened", i+1, w)
+		}
+	}
+}

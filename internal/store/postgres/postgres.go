@@ -384,9 +384,12 @@ const NotifyChannel = "ediwatch_outbox"
 // reconnects.
 func (s *Store) Listen(ctx context.Context, wake func(), onError func(err error, retryIn time.Duration)) error {
 	for failures := 1; ctx.Err() == nil; failures++ {
-		err := s.listenOnce(ctx, wake)
+		listened, err := s.listenOnce(ctx, wake)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if listened {
+			failures = 1 // a connection that listened was a success: back off from the start
 		}
 		delay := backoff.Capped(100*time.Millisecond, 10*time.Second, failures)
 		if onError != nil {
@@ -401,20 +404,22 @@ func (s *Store) Listen(ctx context.Context, wake func(), onError func(err error,
 	return nil
 }
 
-func (s *Store) listenOnce(ctx context.Context, wake func()) error {
+// listenOnce listens on one connection until it fails; listened reports
+// whether LISTEN took.
+func (s *Store) listenOnce(ctx context.Context, wake func()) (listened bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+NotifyChannel)
 	wake()
 	for {
 		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
-			return err
+			return true, err
 		}
 		wake()
 	}
@@ -792,7 +797,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	}
 	f.Files, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.FileDay, error) {
 		var d store.FileDay
-		return d, r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+		err := r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+		return d, err
 	})
 	if err != nil {
 		return f, err

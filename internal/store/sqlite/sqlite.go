@@ -829,7 +829,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	}
 	f.Files, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.FileDay, error) {
 		var d store.FileDay
-		return d, r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+		err := r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+		return d, err
 	})
 	if err != nil {
 		return f, err

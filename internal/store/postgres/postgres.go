@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,18 +28,8 @@ import (
 // Store is the PostgreSQL driver. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
-
-	ctlMu sync.Mutex
-	ctl   map[string]*ctlBlock // control numbers reserved, per sender
+	ctl  store.ControlNumbers
 }
-
-// ctlBlock is a range [next, end) of control numbers reserved for this
-// process.
-type ctlBlock struct{ next, end int64 }
-
-// ctlBlockSize is how many control numbers a process reserves at once:
-// one short commit per block instead of one per acknowledgment.
-const ctlBlockSize = 100
 
 var _ store.Store = (*Store)(nil)
 
@@ -75,7 +64,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("postgres: create schema: %w", err)
 		}
 	}
-	return &Store{pool: pool, ctl: map[string]*ctlBlock{}}, nil
+	s := &Store{pool: pool}
+	s.ctl.Reserve = s.reserveControlNumbers
+	return s, nil
 }
 
 // redact drops connection strings (which may hold a password) from an error.
@@ -684,30 +675,19 @@ func ingestErr(err error) error {
 	return err
 }
 
-// NextControlNumber implements store.Store. Numbers are reserved in blocks
-// of ctlBlockSize per process: unique across every process, increasing
-// within each; a restart leaves a gap, which X12 allows.
+// NextControlNumber implements store.Store (see store.ControlNumbers).
 func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, error) {
-	s.ctlMu.Lock()
-	defer s.ctlMu.Unlock()
-	b := s.ctl[sender]
-	if b == nil || b.next >= b.end {
-		var end int64
-		err := s.pool.QueryRow(ctx, `INSERT INTO control_number (sender, next) VALUES ($1, 1 + $2)
-			ON CONFLICT (sender) DO UPDATE SET next = control_number.next + $2
-			RETURNING next`, sender, ctlBlockSize).Scan(&end)
-		if err != nil {
-			return 0, fmt.Errorf("control number: %w", err)
-		}
-		b = &ctlBlock{next: end - ctlBlockSize, end: end}
-		s.ctl[sender] = b
-	}
-	n := b.next
-	if n > 999_999_999 {
-		return 0, fmt.Errorf("control numbers for %s exhausted", sender)
-	}
-	b.next++
-	return n, nil
+	return s.ctl.Next(ctx, sender)
+}
+
+// reserveControlNumbers advances sender's sequence by n: the block
+// store.ControlNumbers hands out.
+func (s *Store) reserveControlNumbers(ctx context.Context, sender string, n int64) (int64, error) {
+	var end int64
+	err := s.pool.QueryRow(ctx, `INSERT INTO control_number (sender, next) VALUES ($1, 1 + $2)
+		ON CONFLICT (sender) DO UPDATE SET next = control_number.next + $2
+		RETURNING next`, sender, n).Scan(&end)
+	return end, err
 }
 
 // FileStates implements inbox.Ledger.

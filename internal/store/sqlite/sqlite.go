@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -29,21 +28,9 @@ import (
 // Store is the SQLite driver. It is safe for concurrent use, also by
 // several processes on one file.
 type Store struct {
-	db *sql.DB
-
-	ctlMu sync.Mutex
-	ctl   map[string]*ctlBlock // control numbers reserved, per sender
+	db  *sql.DB
+	ctl store.ControlNumbers
 }
-
-// ctlBlock is a range [next, end) of control numbers reserved for this
-// process.
-type ctlBlock struct{ next, end int64 }
-
-// ctlBlockSize is how many control numbers a process reserves at once:
-// acknowledgments get their numbers outside the ingest transaction, and a
-// commit (an fsync under synchronous=FULL) per acknowledgment would double
-// the commits of a small file.
-const ctlBlockSize = 100
 
 var _ store.Store = (*Store)(nil)
 
@@ -118,7 +105,9 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return &Store{db: db, ctl: map[string]*ctlBlock{}}, nil
+	s := &Store{db: db}
+	s.ctl.Reserve = s.reserveControlNumbers
+	return s, nil
 }
 
 // pragmaSets reports whether a _pragma parameter of q sets name.
@@ -710,30 +699,19 @@ func (s *Store) CheckLease(ctx context.Context, f inbox.Fence, now time.Time) er
 	return err
 }
 
-// NextControlNumber implements store.Store. Numbers are reserved in blocks
-// of ctlBlockSize per process: unique across every process on the file,
-// increasing within each; a restart leaves a gap, which X12 allows.
+// NextControlNumber implements store.Store (see store.ControlNumbers).
 func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, error) {
-	s.ctlMu.Lock()
-	defer s.ctlMu.Unlock()
-	b := s.ctl[sender]
-	if b == nil || b.next >= b.end {
-		var end int64
-		err := s.db.QueryRowContext(ctx, `INSERT INTO control_number (sender, next) VALUES (?, 1 + ?)
-			ON CONFLICT (sender) DO UPDATE SET next = control_number.next + ?
-			RETURNING next`, sender, ctlBlockSize, ctlBlockSize).Scan(&end)
-		if err != nil {
-			return 0, fmt.Errorf("control number: %w", err)
-		}
-		b = &ctlBlock{next: end - ctlBlockSize, end: end}
-		s.ctl[sender] = b
-	}
-	n := b.next
-	if n > 999_999_999 {
-		return 0, fmt.Errorf("control numbers for %s exhausted", sender)
-	}
-	b.next++
-	return n, nil
+	return s.ctl.Next(ctx, sender)
+}
+
+// reserveControlNumbers advances sender's sequence by n: the block
+// store.ControlNumbers hands out.
+func (s *Store) reserveControlNumbers(ctx context.Context, sender string, n int64) (int64, error) {
+	var end int64
+	err := s.db.QueryRowContext(ctx, `INSERT INTO control_number (sender, next) VALUES (?, 1 + ?)
+		ON CONFLICT (sender) DO UPDATE SET next = control_number.next + ?
+		RETURNING next`, sender, n, n).Scan(&end)
+	return end, err
 }
 
 // FileStates implements inbox.Ledger.

@@ -148,10 +148,13 @@ func TestDeliveryOrderIsCommitOrder(t *testing.T) {
 		}
 	}
 	deliver() // while the first transaction is open
+	// mu is held across the commit: a second transaction that waited for
+	// the first cannot record its own commit before this one is recorded.
+	mu.Lock()
 	if err := tx1.Commit(ctx); err != nil {
+		mu.Unlock()
 		t.Fatal(err)
 	}
-	mu.Lock()
 	committed = append(committed, "first")
 	mu.Unlock()
 	<-second

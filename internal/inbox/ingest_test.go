@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,9 +17,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/store"
-	"github.com/ediwatch/ediwatch/internal/store/postgres"
-	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
-	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
@@ -32,22 +29,7 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // eachStore runs fn against a fresh real SQLite and a fresh real
 // PostgreSQL store.
-func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) {
-	t.Run("sqlite", func(t *testing.T) {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ediwatch.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		if err := s.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		fn(t, s)
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, pgtest.New(t, postgres.Options{}))
-	})
-}
+func eachStore(t *testing.T, fn func(t *testing.T, s store.Store)) { drivertest.Each(t, fn) }
 
 func mustIngest(t *testing.T, s store.Store, path string, data []byte) *inbox.Report {
 	t.Helper()

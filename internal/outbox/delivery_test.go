@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,28 +24,13 @@ import (
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
-	"github.com/ediwatch/ediwatch/internal/store/postgres"
-	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
-	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 // drivers runs fn against a fresh SQLite store and a fresh PostgreSQL store.
-func drivers(t *testing.T, fn func(t *testing.T, st store.Store)) {
-	t.Run("sqlite", func(t *testing.T) {
-		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(st.Close)
-		if err := st.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		fn(t, st)
-	})
-	t.Run("postgres", func(t *testing.T) { fn(t, pgtest.New(t, postgres.Options{})) })
-}
+func drivers(t *testing.T, fn func(t *testing.T, st store.Store)) { drivertest.Each(t, fn) }
 
 func ingestNow(t *testing.T, st store.Store, path string, data []byte) {
 	t.Helper()

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +20,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
-	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 )
 
@@ -86,12 +85,7 @@ type harness struct {
 // newHarness ingests one 835 (a payment for sink "ledger" and a 999 for
 // sink "acks") and builds a relay whose ledger sink is ledger.
 func newHarness(t *testing.T, ledger *receiver, cfg outbox.RelayConfig) *harness {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	st.Migrate(context.Background())
+	st := drivertest.SQLite(t)
 	if _, err := storetest.Ingest(t, st, "a.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
 		t.Fatal(err)
 	}

@@ -20,21 +20,11 @@ import (
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/poller/local"
 	"github.com/ediwatch/ediwatch/internal/store"
-	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 )
 
-func newSQLite(t *testing.T) store.Store {
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func newSQLite(t *testing.T) store.Store { return drivertest.SQLite(t) }
 
 type harness struct {
 	p   *poller.Poller

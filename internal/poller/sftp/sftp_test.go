@@ -17,6 +17,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/poller/sourcetest"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
@@ -111,17 +112,7 @@ func TestWrongUserKeyIsAClearError(t *testing.T) {
 	}
 }
 
-func newSQLiteStore(t *testing.T) *sqlite.Store {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
+func newSQLiteStore(t *testing.T) *sqlite.Store { return drivertest.SQLite(t) }
 
 // TestGrowingFileOverOpenSSH: a file appended between polls on a real
 // OpenSSH drop is left alone while it grows, then ingested once, whole.

@@ -21,7 +21,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/store"
-	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
@@ -152,14 +152,7 @@ type intake struct {
 }
 
 func newIntake(t *testing.T, src poller.Source, d Drop, mod func(*poller.Config)) *intake {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	if err := st.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	st := drivertest.SQLite(t)
 	cfg := poller.Config{Name: "acme", Directories: []string{d.Remote}, PollInterval: time.Second,
 		Include: []string{"*.835"}, RetryBase: time.Nanosecond, RetryMax: time.Nanosecond, SpoolDir: t.TempDir()}
 	if mod != nil {

@@ -3,7 +3,7 @@ package x12_test
 import (
 	"bytes"
 	"fmt"
-		"io/fs"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"

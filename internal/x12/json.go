@@ -1,0 +1,102 @@
+package x12
+
+import "unicode/utf8"
+
+// The document models encode their effect payloads with hand-written
+// append-style encoders rather than encoding/json's reflection. These are
+// their building blocks; the encoders must write exactly the bytes
+// json.Marshal writes for the same structs (effect hashes are taken over
+// them), which the models' tests prove.
+
+// AppendJSONString appends s as a JSON string exactly as json.Marshal
+// writes it: <, > and & escaped as \u003c, \u003e and \u0026, control
+// characters as \b, \f, \n, \r, \t or \u00XX, U+2028 and U+2029 escaped,
+// and each byte of invalid UTF-8 replaced by \ufffd.
+func AppendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// AppendJSONKey appends the member name key (plain ASCII, no escaping
+// needed) and its colon to the object that starts at dst[open] (its '{'),
+// with a comma before it unless it is the object's first member. It lets
+// an encoder omit any member, the first included, without tracking state.
+func AppendJSONKey(dst []byte, open int, key string) []byte {
+	if len(dst) > open+1 {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, '"')
+	dst = append(dst, key...)
+	return append(dst, '"', ':')
+}
+
+// AppendJSONBool appends true or false.
+func AppendJSONBool(dst []byte, b bool) []byte {
+	if b {
+		return append(dst, "true"...)
+	}
+	return append(dst, "false"...)
+}
+
+// AppendJSONStrings appends a []string as json.Marshal writes it: null
+// when nil.
+func AppendJSONStrings(dst []byte, ss []string) []byte {
+	if ss == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendJSONString(dst, s)
+	}
+	return append(dst, ']')
+}

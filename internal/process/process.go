@@ -292,46 +292,65 @@ type AckEvent struct {
 }
 
 func effects(ix *envelope.Interchange, s *Set) []Effect {
-	var out []Effect
+	sender, receiver := ix.Sender(), ix.Receiver()
 	switch {
 	case s.Payment != nil:
 		p := s.Payment
-		doc := mustJSON(p)
-		out = append(out, Effect{Kind: KindPayment, Key: p.EffectKey(), OrderingKey: p.EffectKey(),
-			Hash: paymentHash(doc, p.ProductionDate), Payload: withEnvelope(PaymentEvent{EnvelopeKey: s.Key, ContentHash: s.ContentHash,
-				Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
-	case s.Claims != nil:
-		for _, c := range s.Claims {
-			doc := mustJSON(c)
-			hash := contentHash(doc)
-			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(ix.Sender(), ix.Receiver(), c, hash),
-				OrderingKey: claim.OrderingKey(ix.Sender(), ix.Receiver(), c), Hash: hash,
-				Payload: withEnvelope(envelopeOf{EnvelopeKey: s.Key, Sender: ix.Sender(), Receiver: ix.Receiver()}, doc)})
+		// The payload is the envelope head, then the payment's own members:
+		// the document is encoded once, in place, and hashed where it lies.
+		size := 1024
+		for i := range p.Claims {
+			size += 400 + 350*len(p.Claims[i].Lines)
 		}
+		buf := appendHead(make([]byte, 0, size), s.Key, s.ContentHash, true, sender, receiver)
+		at := len(buf)
+		buf = p.AppendJSON(buf)
+		hash := paymentHash(buf[at:], p.ProductionDate)
+		payload := joinHead(buf, at)
+		if cap(payload)-len(payload) > len(payload)/4 {
+			payload = bytes.Clone(payload) // do not keep a poor estimate's slack
+		}
+		key := p.EffectKey()
+		return []Effect{{Kind: KindPayment, Key: key, OrderingKey: key, Hash: hash, Payload: payload}}
+	case s.Claims != nil:
+		out := make([]Effect, 0, len(s.Claims))
+		var buf []byte
+		for i := range s.Claims {
+			c := &s.Claims[i]
+			buf = appendHead(buf[:0], s.Key, "", false, sender, receiver)
+			at := len(buf)
+			buf = c.AppendJSON(buf)
+			hash := contentHash(buf[at:])
+			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(sender, receiver, *c, hash),
+				OrderingKey: claim.OrderingKey(sender, receiver, *c), Hash: hash,
+				Payload: bytes.Clone(joinHead(buf, at))})
+		}
+		return out
 	}
-	return out
+	return nil
 }
 
-// envelopeOf is the envelope part of a ClaimEvent.
-type envelopeOf struct {
-	EnvelopeKey string `json:"envelope_key"`
-	Sender      string `json:"sender"`
-	Receiver    string `json:"receiver"`
+// appendHead appends the envelope members of a PaymentEvent (with its
+// content hash) or a ClaimEvent (without), as json.Marshal writes them,
+// without the closing brace: the document's members follow.
+func appendHead(dst []byte, envelopeKey, contentHash string, withHash bool, sender, receiver string) []byte {
+	dst = x12.AppendJSONString(append(dst, `{"envelope_key":`...), envelopeKey)
+	if withHash {
+		dst = x12.AppendJSONString(append(dst, `,"content_hash":`...), contentHash)
+	}
+	dst = x12.AppendJSONString(append(dst, `,"sender":`...), sender)
+	return x12.AppendJSONString(append(dst, `,"receiver":`...), receiver)
 }
 
-// withEnvelope returns the event whose envelope fields are those of head
-// (a struct encoding to a non-empty object) followed by the document's
-// own: the bytes PaymentEvent and ClaimEvent encode to, with the document
-// encoded once for both the payload and its hash.
-func withEnvelope(head any, doc []byte) json.RawMessage {
-	h := mustJSON(head)
-	if len(doc) <= 2 { // {}
-		return h
+// joinHead turns a head and the document encoded after it at buf[at:] into
+// one object, as withEnvelope does: the document's opening brace becomes
+// the comma after the head; an empty document leaves the head alone.
+func joinHead(buf []byte, at int) []byte {
+	if len(buf)-at <= 2 { // {}
+		return append(buf[:at], '}')
 	}
-	out := make([]byte, 0, len(h)+len(doc))
-	out = append(out, h[:len(h)-1]...)
-	out = append(out, ',')
-	return append(out, doc[1:]...)
+	buf[at] = ','
+	return buf
 }
 
 // contentHash is the effect hash of a business document: SHA-256 over its
@@ -353,7 +372,8 @@ func paymentHash(doc []byte, productionDate string) string {
 	if productionDate == "" {
 		return contentHash(doc)
 	}
-	member := append(append([]byte(`"production_date":`), mustJSON(productionDate)...), ',')
+	var mb [64]byte
+	member := append(x12.AppendJSONString(append(mb[:0], `"production_date":`...), productionDate), ',')
 	i := bytes.Index(doc, member)
 	if i < 0 {
 		panic("process: encoded payment lacks its production date") // the encoding is ours

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
+	"github.com/ediwatch/ediwatch/internal/x12/remit"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
@@ -68,4 +69,65 @@ func BenchmarkDocuments835(b *testing.B) {
 	b.ReportMetric(mb/envTime.Seconds(), "envelope-MB/s")
 	b.ReportMetric(envTime.Seconds()/docTime.Seconds(), "ratio-vs-envelope")
 	b.ReportMetric(float64(mallocs)/iters/(sets*claims), "allocs/claim")
+}
+
+// BenchmarkPaymentDocuments measures the 835 document model alone, on the
+// sets of the file BenchmarkDocuments835 reads (read once, beforehand):
+// remit.Parse, then Parse and the payment.posted effect (the payload
+// encoded and hashed), in claims per second and allocations per claim.
+func BenchmarkPaymentDocuments(b *testing.B) {
+	const sets, claims = 40, 250
+	var buf bytes.Buffer
+	if _, err := (x12gen.Remit{SetsPerGroup: sets, ClaimsPerSet: claims, LinesPerClaim: 2, EOL: "\n"}).Write(&buf); err != nil {
+		b.Fatal(err)
+	}
+	type set struct {
+		ix   *envelope.Interchange
+		s    *envelope.Set
+		segs []envelope.Segment
+	}
+	var all []set
+	rd := envelope.NewReader(bytes.NewReader(buf.Bytes()), envelope.Options{KeepSegments: true})
+	for {
+		k, err := rd.Next()
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			b.Fatal(err)
+		}
+		if k == envelope.KindSet {
+			var segs []envelope.Segment
+			for _, s := range rd.Set().Segments() {
+				segs = append(segs, s.Clone())
+			}
+			all = append(all, set{rd.Interchange(), rd.Set(), segs})
+		}
+	}
+	for _, mode := range []string{"parse", "parse+effect"} {
+		b.Run(mode, func(b *testing.B) {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			before := ms.Mallocs
+			t0 := time.Now()
+			for b.Loop() {
+				for _, st := range all {
+					p, probs := remit.Parse(st.segs)
+					if len(probs) > 0 || !p.Balance.Balanced {
+						b.Fatal(probs, p.Balance)
+					}
+					if mode == "parse+effect" {
+						s := &Set{Key: st.s.Key, ContentHash: "h", Payment: p}
+						if e := effects(st.ix, s); len(e) != 1 {
+							b.Fatal(e)
+						}
+					}
+				}
+			}
+			d := time.Since(t0)
+			runtime.ReadMemStats(&ms)
+			n := float64(b.N) * sets * claims
+			b.ReportMetric(n/d.Seconds(), "claims/s")
+			b.ReportMetric(float64(ms.Mallocs-before)/n, "allocs/claim")
+		})
+	}
 }

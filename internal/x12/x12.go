@@ -11,19 +11,23 @@ import (
 // Date converts an X12 CCYYMMDD date to YYYY-MM-DD. It reports false for
 // anything else.
 func Date(s string) (string, bool) {
-	if len(s) != 8 {
+	if !isDate(s) {
 		return "", false
+	}
+	return s[:4] + "-" + s[4:6] + "-" + s[6:8], true
+}
+
+func isDate(s string) bool {
+	if len(s) != 8 {
+		return false
 	}
 	for i := 0; i < 8; i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return "", false
+			return false
 		}
 	}
 	mm, dd := s[4:6], s[6:8]
-	if mm < "01" || mm > "12" || dd < "01" || dd > "31" {
-		return "", false
-	}
-	return s[:4] + "-" + mm + "-" + dd, true
+	return mm >= "01" && mm <= "12" && dd >= "01" && dd <= "31"
 }
 
 // Problem is a located error in a transaction set's content. It is

@@ -7,8 +7,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"strings"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -81,27 +79,72 @@ type Line struct {
 	Date               string    `json:"service_date,omitempty"`
 }
 
+// parser reads one set. The strings of the claims are substrings of the
+// set's text, and the lists of its claims and lines share one backing
+// array per kind (sized by a first look at the segment identifiers), so a
+// set costs a handful of allocations, not several per claim.
 type parser struct {
 	segs     []envelope.Segment
+	f        x12.Fields // the current segment
+	i        int        // its index in segs
 	problems []x12.Problem
 	claims   []Claim
 	kind     string
+	dates    x12.Strings
+
+	lines     []Line
+	mods      []string
+	diagnoses []Diagnosis
+	dateOfs   []DateOf
 }
 
 // Parse reads the segments of one 837 set, ST to SE, and returns its claims
 // in order and the problems found. A set with rejecting problems posts
 // nothing.
 func Parse(segs []envelope.Segment) ([]Claim, []x12.Problem) {
-	ps := &parser{segs: segs, kind: "professional"}
-	if len(segs) > 0 && strings.Contains(segs[0].Str(3), "X223") {
+	ps := parser{segs: segs, kind: "professional"}
+	if len(segs) > 0 && bytes.Contains(segs[0].Elem(3), []byte("X223")) {
 		ps.kind = "institutional"
 	}
+	ps.size()
 	ps.parse()
 	return ps.claims, ps.problems
 }
 
-func (ps *parser) problem(reject bool, i int, loop, segCode string, elem, comp int, ref, code, value, msg string, claim *Claim) {
-	p := x12.Problem{SegmentID: ps.segs[i].ID(), Position: i + 1, Loop: loop, SegmentCode: segCode,
+// size counts the segments that become list elements and sizes the
+// shared arrays for them.
+func (ps *parser) size() {
+	var claims, lines, diagnoses, dates int
+	for i := 1; i < len(ps.segs)-1; i++ {
+		raw := ps.segs[i].Raw()
+		es := ps.segs[i].Delimiters().Element
+		id := raw
+		if k := bytes.IndexByte(raw, es); k >= 0 {
+			id = raw[:k]
+		}
+		switch string(id) {
+		case "CLM":
+			claims++
+		case "SV1", "SV2":
+			lines++
+		case "HI":
+			diagnoses += bytes.Count(raw, []byte{es}) // one per element, short of repetitions
+		case "DTP":
+			dates++
+		}
+	}
+	if claims > 0 {
+		ps.claims = make([]Claim, 0, claims)
+	}
+	ps.lines = make([]Line, 0, lines)
+	ps.mods = make([]string, 0, lines/2)
+	ps.diagnoses = make([]Diagnosis, 0, diagnoses)
+	ps.dateOfs = make([]DateOf, 0, dates)
+	ps.dates.Block = 10 * dates
+}
+
+func (ps *parser) problem(reject bool, loop, segCode string, elem, comp int, ref, code, value, msg string, claim *Claim) {
+	p := x12.Problem{SegmentID: ps.f.ID(), Position: ps.i + 1, Loop: loop, SegmentCode: segCode,
 		Element: elem, Component: comp, ElementRef: ref, ElementCode: code, Value: value, Message: msg, Reject: reject}
 	if claim != nil && claim.ClaimID != "" {
 		p.ContextName, p.ContextValue = "CLM01", claim.ClaimID
@@ -109,32 +152,17 @@ func (ps *parser) problem(reject bool, i int, loop, segCode string, elem, comp i
 	ps.problems = append(ps.problems, p)
 }
 
-func (ps *parser) money(i, elem int, loop string, claim *Claim) x12.Money {
-	v := ps.segs[i].Str(elem)
+func (ps *parser) money(elem int, loop string, claim *Claim) x12.Money {
+	v := ps.f.Str(elem)
 	if v == "" {
-		ps.problem(true, i, loop, "8", elem, 0, "782", "1", "", "required amount missing", claim)
+		ps.problem(true, loop, "8", elem, 0, "782", "1", "", "required amount missing", claim)
 		return x12.Money{}
 	}
 	m, err := x12.ParseMoney(v)
 	if err != nil {
-		ps.problem(true, i, loop, "8", elem, 0, "782", "6", v, "invalid amount: "+err.Error(), claim)
+		ps.problem(true, loop, "8", elem, 0, "782", "6", v, "invalid amount: "+err.Error(), claim)
 	}
 	return m
-}
-
-func comps(s envelope.Segment, elem int) []string {
-	var out []string
-	for _, c := range s.Components(s.Elem(elem)) {
-		out = append(out, string(bytes.Trim(c, " ")))
-	}
-	return out
-}
-
-func at(c []string, i int) string {
-	if i < len(c) {
-		return c[i]
-	}
-	return ""
 }
 
 func (ps *parser) parse() {
@@ -149,11 +177,18 @@ func (ps *parser) parse() {
 		line       *Line
 		lineNo     string
 	)
+	f := &ps.f
+	text := x12.NewText(ps.segs)
+	d := text.Delimiters()
+	if len(ps.segs) > 0 {
+		text.Next(len(ps.segs[0].Raw())) // ST
+	}
 	for i := 1; i < len(ps.segs)-1; i++ {
-		s := ps.segs[i]
-		switch s.ID() {
+		ps.i = i
+		f.Split(text.Next(len(ps.segs[i].Raw())), d)
+		switch id := f.ID(); id {
 		case "HL":
-			level, claim, line = s.Str(3), nil, nil
+			level, claim, line = f.Str(3), nil, nil
 			switch level {
 			case "20":
 				billing = Provider{}
@@ -164,69 +199,69 @@ func (ps *parser) parse() {
 				patient = &Member{}
 			}
 		case "SBR":
-			subscriber.Payer, subscriber.Relationship = s.Str(1), s.Str(2)
+			subscriber.Payer, subscriber.Relationship = f.Str(1), f.Str(2)
 		case "PAT":
 			if patient != nil {
-				patient.Relationship = s.Str(1)
+				patient.Relationship = f.Str(1)
 			}
 		case "NM1":
-			entity = s.Str(1)
+			entity = f.Str(1)
 			if claim != nil {
 				continue // 2310 providers of the claim
 			}
 			switch {
 			case entity == "85" && level == "20":
-				billing.Name = s.Str(3)
-				if s.Str(8) == "XX" {
-					billing.NPI = s.Str(9)
+				billing.Name = f.Str(3)
+				if f.Str(8) == "XX" {
+					billing.NPI = f.Str(9)
 				}
 			case entity == "IL":
-				subscriber.Last, subscriber.First, subscriber.MemberID = s.Str(3), s.Str(4), s.Str(9)
+				subscriber.Last, subscriber.First, subscriber.MemberID = f.Str(3), f.Str(4), f.Str(9)
 			case entity == "PR":
-				payer.Name, payer.ID = s.Str(3), s.Str(9)
+				payer.Name, payer.ID = f.Str(3), f.Str(9)
 			case entity == "QC" && patient != nil:
-				patient.Last, patient.First, patient.MemberID = s.Str(3), s.Str(4), s.Str(9)
+				patient.Last, patient.First, patient.MemberID = f.Str(3), f.Str(4), f.Str(9)
 			}
 		case "REF":
-			if claim == nil && level == "20" && entity == "85" && (s.Str(1) == "EI" || s.Str(1) == "SY") {
-				billing.TaxID = s.Str(2)
+			if claim == nil && level == "20" && entity == "85" && (f.Str(1) == "EI" || f.Str(1) == "SY") {
+				billing.TaxID = f.Str(2)
 			}
 		case "CLM":
 			ps.claims = append(ps.claims, Claim{Kind: ps.kind, BillingProvider: billing, Subscriber: subscriber,
 				Patient: patient, Payer: payer, Lines: []Line{}})
 			claim, line = &ps.claims[len(ps.claims)-1], nil
-			claim.ClaimID = s.Str(1)
+			claim.ClaimID = f.Str(1)
 			if claim.ClaimID == "" {
-				ps.problem(true, i, "2300", "8", 1, 0, "1028", "1", "", "required claim identifier missing", nil)
+				ps.problem(true, "2300", "8", 1, 0, "1028", "1", "", "required claim identifier missing", nil)
 			}
-			claim.TotalCharge = ps.money(i, 2, "2300", claim)
-			c5 := comps(s, 5)
-			claim.FacilityCode, claim.FacilityQual, claim.Frequency = at(c5, 0), at(c5, 1), at(c5, 2)
+			claim.TotalCharge = ps.money(2, "2300", claim)
+			c5 := f.Elem(5)
+			claim.FacilityCode, _ = f.Component(c5, 1)
+			claim.FacilityQual, _ = f.Component(c5, 2)
+			claim.Frequency, _ = f.Component(c5, 3)
 			if claim.FacilityCode == "" {
-				ps.problem(false, i, "2300", "8", 5, 1, "1331", "1", "", "required facility code missing (CLM05-1)", claim)
+				ps.problem(false, "2300", "8", 5, 1, "1331", "1", "", "required facility code missing (CLM05-1)", claim)
 			}
 			if level == "" {
-				ps.problem(true, i, "2300", "2", 0, 0, "", "", "", "CLM outside a subscriber or patient level", claim)
+				ps.problem(true, "2300", "2", 0, 0, "", "", "", "CLM outside a subscriber or patient level", claim)
 			}
 		case "HI":
 			if claim == nil {
 				continue
 			}
-			for _, rep := range s.Repeats(1) {
-				ps.diagnoses(claim, s, rep)
-			}
+			f.Repetitions(f.Elem(1), func(rep string) { ps.diagnosis(claim, rep) })
 			for k := 2; k <= 12; k++ {
-				if e := s.Elem(k); len(e) > 0 {
-					ps.diagnoses(claim, s, e)
+				if e := f.Elem(k); len(e) > 0 {
+					ps.diagnosis(claim, e)
 				}
 			}
 		case "DTP":
-			d := DateOf{Qualifier: s.Str(1), Date: s.Str(3)}
-			if s.Str(2) == "D8" {
-				if v, ok := x12.Date(d.Date); ok {
+			d := DateOf{Qualifier: f.Str(1), Date: f.Str(3)}
+			if f.Str(2) == "D8" {
+				if v, ok := ps.dates.Date(d.Date); ok {
 					d.Date = v
 				} else {
-					ps.problem(false, i, "2300", "8", 3, 0, "1251", "8", d.Date, "invalid date (CCYYMMDD)", claim)
+					ps.problem(false, "2300", "8", 3, 0, "1251", "8", d.Date, "invalid date (CCYYMMDD)", claim)
 				}
 			}
 			switch {
@@ -235,45 +270,47 @@ func (ps *parser) parse() {
 					line.Date = d.Date
 				}
 			case claim != nil:
-				claim.Dates = append(claim.Dates, d)
+				claim.Dates = x12.AppendShared(&ps.dateOfs, claim.Dates, d)
 			}
 		case "LX":
-			lineNo, line = s.Str(1), nil
+			lineNo, line = f.Str(1), nil
 		case "SV1", "SV2":
 			if claim == nil {
-				ps.problem(true, i, "2400", "2", 0, 0, "", "", "", s.ID()+" outside a claim", nil)
+				ps.problem(true, "2400", "2", 0, 0, "", "", "", id+" outside a claim", nil)
 				continue
 			}
-			claim.Lines = append(claim.Lines, Line{Number: lineNo})
+			claim.Lines = x12.AppendShared(&ps.lines, claim.Lines, Line{Number: lineNo})
 			line = &claim.Lines[len(claim.Lines)-1]
 			proc, charge, basis, units := 1, 2, 3, 4
-			if s.ID() == "SV2" {
-				line.RevenueCode = s.Str(1)
+			if id == "SV2" {
+				line.RevenueCode = f.Str(1)
 				proc, charge, basis, units = 2, 3, 4, 5
 			}
-			c := comps(s, proc)
-			line.ProcedureQualifier, line.Procedure = at(c, 0), at(c, 1)
-			for k := 2; k < len(c) && k <= 5; k++ {
-				if c[k] != "" {
-					line.Modifiers = append(line.Modifiers, c[k])
+			e := f.Elem(proc)
+			line.ProcedureQualifier, _ = f.Component(e, 1)
+			line.Procedure, _ = f.Component(e, 2)
+			for k := 3; k <= 6; k++ {
+				if m, _ := f.Component(e, k); m != "" {
+					line.Modifiers = x12.AppendShared(&ps.mods, line.Modifiers, m)
 				}
 			}
-			if s.ID() == "SV1" && (line.ProcedureQualifier == "" || line.Procedure == "") {
-				ps.problem(false, i, "2400", "8", 1, 2, "234", "1", "", "malformed procedure composite (SV101)", claim)
+			if id == "SV1" && (line.ProcedureQualifier == "" || line.Procedure == "") {
+				ps.problem(false, "2400", "8", 1, 2, "234", "1", "", "malformed procedure composite (SV101)", claim)
 			}
-			line.Charge = ps.money(i, charge, "2400", claim)
-			line.UnitBasis, line.Units = s.Str(basis), s.Str(units)
+			line.Charge = ps.money(charge, "2400", claim)
+			line.UnitBasis, line.Units = f.Str(basis), f.Str(units)
 		}
 	}
 }
 
-func (ps *parser) diagnoses(claim *Claim, s envelope.Segment, v []byte) {
-	c := s.Components(v)
-	if len(c) < 2 {
+// diagnosis reads one HI code (qualifier, code) of the value v.
+func (ps *parser) diagnosis(claim *Claim, v string) {
+	q, _ := ps.f.Component(v, 1)
+	code, ok := ps.f.Component(v, 2)
+	if !ok {
 		return
 	}
-	claim.Diagnoses = append(claim.Diagnoses, Diagnosis{
-		Qualifier: string(bytes.Trim(c[0], " ")), Code: string(bytes.Trim(c[1], " "))})
+	claim.Diagnoses = x12.AppendShared(&ps.diagnoses, claim.Diagnoses, Diagnosis{Qualifier: q, Code: code})
 }
 
 // EffectKey returns the business key of the claim.received effect:
@@ -286,7 +323,7 @@ func (ps *parser) diagnoses(claim *Claim, s envelope.Segment, v []byte) {
 // rejection each have a key of their own and follow the original on its
 // ordering key. The patient control number never appears in clear.
 func EffectKey(sender, receiver string, c Claim, contentHash string) string {
-	return "claim:" + digest(sender, receiver, c.ClaimID, c.Frequency, contentHash)
+	return digest("claim:", sender, receiver, c.ClaimID, c.Frequency, contentHash)
 }
 
 // OrderingKey returns the ordering key of the claim.received effect:
@@ -294,14 +331,23 @@ func EffectKey(sender, receiver string, c Claim, contentHash string) string {
 // its replacements and its void, so they are delivered in the order
 // ingested.
 func OrderingKey(sender, receiver string, c Claim) string {
-	return "claimorder:" + digest(sender, receiver, c.ClaimID)
+	return digest("claimorder:", sender, receiver, c.ClaimID)
 }
 
-// digest is the SHA-256 (hex) of the parts, encoded unambiguously.
-func digest(parts ...string) string {
-	b, _ := json.Marshal(parts) // strings always encode
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+// digest is prefix and the SHA-256 (hex) of the parts, encoded
+// unambiguously: as the JSON array of them json.Marshal writes.
+func digest(prefix string, parts ...string) string {
+	var buf [512]byte
+	b := append(buf[:0], '[')
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = x12.AppendJSONString(b, p)
+	}
+	sum := sha256.Sum256(append(b, ']'))
+	var out [16 + 2*sha256.Size]byte
+	return string(hex.AppendEncode(append(out[:0], prefix...), sum[:]))
 }
 
 // Summary is what `inspect` shows of an 837 set: no patient data.

@@ -147,26 +147,87 @@ const (
 	refProcedure = "234"
 )
 
+// parser reads one set. The strings of the payment are substrings of the
+// set's text, and the lists of its claims and lines share one backing
+// array per kind (sized by a first look at the segment identifiers), so a
+// set costs a handful of allocations, not several per claim.
 type parser struct {
 	segs     []envelope.Segment
+	f        x12.Fields // the current segment
+	i        int        // its index in segs
 	problems []x12.Problem
 	p        *Payment
+	dates    x12.Strings
+
+	people  []Person
+	dateOfs []DateOf
+	refs    []Ref
+	adjs    []Adjustment
+	lines   []Line
+	mods    []string
+	plbAdjs []PLBAdjusted
+	moneys  []x12.Money
 }
 
 // Parse reads the segments of one 835 set, ST to SE. It returns the
 // payment and the problems found; a set with problems is rejected and
 // posts nothing, but the payment is returned as far as it could be read.
 func Parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
-	ps := &parser{segs: segs, p: &Payment{Claims: []Claim{}}}
+	ps := parser{segs: segs, p: &Payment{}}
+	ps.size()
 	ps.parse()
 	ps.p.Balance = balance(ps.p)
 	return ps.p, ps.problems
 }
 
-// problem records p located at segment i (p.Reject says whether the set
-// cannot be processed because of it).
-func (ps *parser) problem(i int, p x12.Problem) {
-	p.SegmentID, p.Position = ps.segs[i].ID(), i+1
+// size counts the segments that become list elements and sizes the
+// shared arrays for them.
+func (ps *parser) size() {
+	var claims, lines, adjs, people, dates, refs, plbs int
+	for i := 1; i < len(ps.segs)-1; i++ {
+		raw := ps.segs[i].Raw()
+		es := ps.segs[i].Delimiters().Element
+		id := raw
+		if k := bytes.IndexByte(raw, es); k >= 0 {
+			id = raw[:k]
+		}
+		switch string(id) {
+		case "CLP":
+			claims++
+		case "SVC":
+			lines++
+		case "CAS":
+			// At most one adjustment per reason, amount, quantity triple.
+			adjs += (bytes.Count(raw, []byte{es}) + 1) / 3
+		case "NM1":
+			people++
+		case "DTM":
+			dates++
+		case "REF":
+			refs++
+		case "PLB":
+			plbs++
+		}
+	}
+	ps.p.Claims = make([]Claim, 0, claims)
+	ps.lines = make([]Line, 0, lines)
+	ps.mods = make([]string, 0, lines/2)
+	ps.adjs = make([]Adjustment, 0, adjs)
+	ps.people = make([]Person, 0, people)
+	ps.dateOfs = make([]DateOf, 0, dates)
+	ps.refs = make([]Ref, 0, refs)
+	ps.moneys = make([]x12.Money, 0, claims)
+	ps.dates.Block = 10 * (dates + 2)
+	if plbs > 0 {
+		ps.p.ProviderAdjustments = make([]PLB, 0, plbs)
+		ps.plbAdjs = make([]PLBAdjusted, 0, 2*plbs)
+	}
+}
+
+// problem records p located at the current segment (p.Reject says whether
+// the set cannot be processed because of it).
+func (ps *parser) problem(p x12.Problem) {
+	p.SegmentID, p.Position = ps.f.ID(), ps.i+1
 	ps.problems = append(ps.problems, p)
 }
 
@@ -180,116 +241,123 @@ func (ps *parser) missing(id string, at int, loop string) {
 }
 
 // money reads a required or optional amount element.
-func (ps *parser) money(i, elem int, loop string, required bool) (x12.Money, bool) {
-	v := ps.segs[i].Str(elem)
+func (ps *parser) money(elem int, loop string, required bool) (x12.Money, bool) {
+	v := ps.f.Str(elem)
 	if v == "" {
 		if required {
-			ps.problem(i, x12.Problem{Reject: true, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refAmount, ElementCode: "1", Message: "required amount missing"})
+			ps.problem(x12.Problem{Reject: true, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refAmount, ElementCode: "1", Message: "required amount missing"})
 		}
 		return x12.Money{}, false
 	}
 	m, err := x12.ParseMoney(v)
 	if err != nil {
-		ps.problem(i, x12.Problem{Reject: true, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refAmount, ElementCode: "6", Value: v, Message: "invalid amount: " + err.Error()})
+		ps.problem(x12.Problem{Reject: true, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refAmount, ElementCode: "6", Value: v, Message: "invalid amount: " + err.Error()})
 		return x12.Money{}, false
 	}
 	return m, true
 }
 
-func (ps *parser) date(i, elem int, loop string) string {
-	v := ps.segs[i].Str(elem)
-	d, ok := x12.Date(v)
+func (ps *parser) date(elem int, loop string) string {
+	v := ps.f.Str(elem)
+	d, ok := ps.dates.Date(v)
 	if !ok {
-		ps.problem(i, x12.Problem{Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refDate, ElementCode: "8", Value: v, Message: "invalid date (CCYYMMDD)"})
+		ps.problem(x12.Problem{Loop: loop, SegmentCode: "8", Element: elem, ElementRef: refDate, ElementCode: "8", Value: v, Message: "invalid date (CCYYMMDD)"})
 	}
 	return d
 }
 
 // required reads an element the implementation guide requires; reject says
 // whether the set cannot be processed without it.
-func (ps *parser) required(reject bool, i, elem int, loop, ref, what string) string {
-	v := ps.segs[i].Str(elem)
+func (ps *parser) required(reject bool, elem int, loop, ref, what string) string {
+	v := ps.f.Str(elem)
 	if v == "" {
-		ps.problem(i, x12.Problem{Reject: reject, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: ref, ElementCode: "1", Message: "required " + what + " missing"})
+		ps.problem(x12.Problem{Reject: reject, Loop: loop, SegmentCode: "8", Element: elem, ElementRef: ref, ElementCode: "1", Message: "required " + what + " missing"})
 	}
 	return v
 }
 
-func (ps *parser) adjustments(i int, loop string) []Adjustment {
-	s := ps.segs[i]
-	group := s.Str(1)
+// adjustments reads a CAS segment's reason, amount, quantity triples into
+// *to.
+func (ps *parser) adjustments(loop string, to *[]Adjustment) {
+	f := &ps.f
+	group := f.Str(1)
 	if group == "" {
-		ps.problem(i, x12.Problem{Loop: loop, SegmentCode: "8", Element: 1, ElementRef: "1033", ElementCode: "1", Message: "required adjustment group code missing"})
+		ps.problem(x12.Problem{Loop: loop, SegmentCode: "8", Element: 1, ElementRef: "1033", ElementCode: "1", Message: "required adjustment group code missing"})
 	}
-	var out []Adjustment
 	for k := 2; k+1 <= 19; k += 3 {
-		reason := s.Str(k)
+		reason := f.Str(k)
 		if reason == "" {
 			if k == 2 {
-				ps.problem(i, x12.Problem{Loop: loop, SegmentCode: "8", Element: 2, ElementRef: "1034", ElementCode: "1", Message: "required adjustment reason missing"})
+				ps.problem(x12.Problem{Loop: loop, SegmentCode: "8", Element: 2, ElementRef: "1034", ElementCode: "1", Message: "required adjustment reason missing"})
 			}
 			break
 		}
-		amt, ok := ps.money(i, k+1, loop, true)
+		amt, ok := ps.money(k+1, loop, true)
 		if !ok {
 			continue
 		}
-		out = append(out, Adjustment{Group: group, Reason: reason, Amount: amt, Quantity: s.Str(k + 2)})
+		*to = x12.AppendShared(&ps.adjs, *to, Adjustment{Group: group, Reason: reason, Amount: amt, Quantity: f.Str(k + 2)})
 	}
-	return out
 }
 
-func person(s envelope.Segment) Person {
-	return Person{Entity: s.Str(1), Last: s.Str(3), First: s.Str(4), Middle: s.Str(5), IDQualifier: s.Str(8), ID: s.Str(9)}
+func (ps *parser) person() Person {
+	f := &ps.f
+	return Person{Entity: f.Str(1), Last: f.Str(3), First: f.Str(4), Middle: f.Str(5), IDQualifier: f.Str(8), ID: f.Str(9)}
 }
 
 func (ps *parser) parse() {
 	p := ps.p
+	f := &ps.f
 	var bpr, trn bool
 	var party *Party
 	var claim *Claim
 	var line *Line
-	headerEnd := len(ps.segs) - 1
+	text := x12.NewText(ps.segs)
+	d := text.Delimiters()
+	if len(ps.segs) > 0 {
+		text.Next(len(ps.segs[0].Raw())) // ST
+	}
 	for i := 1; i < len(ps.segs)-1; i++ {
-		s := ps.segs[i]
-		switch s.ID() {
+		ps.i = i
+		f.Split(text.Next(len(ps.segs[i].Raw())), d)
+		switch f.ID() {
 		case "BPR":
 			bpr = true
-			p.TransactionHandling = ps.required(false, i, 1, "", "305", "transaction handling code")
-			if m, ok := ps.money(i, 2, "", true); ok {
+			p.TransactionHandling = ps.required(false, 1, "", "305", "transaction handling code")
+			if m, ok := ps.money(2, "", true); ok {
 				p.Amount = m
 			}
-			p.CreditDebit = ps.required(true, i, 3, "", "478", "credit/debit flag")
+			p.CreditDebit = ps.required(true, 3, "", "478", "credit/debit flag")
 			if p.CreditDebit != "" && p.CreditDebit != "C" && p.CreditDebit != "D" {
-				ps.problem(i, x12.Problem{Reject: true, SegmentCode: "8", Element: 3, ElementRef: "478", ElementCode: "7", Value: p.CreditDebit, Message: "credit/debit flag must be C or D"})
+				ps.problem(x12.Problem{Reject: true, SegmentCode: "8", Element: 3, ElementRef: "478", ElementCode: "7", Value: p.CreditDebit, Message: "credit/debit flag must be C or D"})
 			}
-			p.Method = ps.required(false, i, 4, "", "591", "payment method")
-			p.Format = s.Str(5)
-			if v := s.Str(16); v != "" {
-				p.EffectiveDate = ps.date(i, 16, "")
+			p.Method = ps.required(false, 4, "", "591", "payment method")
+			p.Format = f.Str(5)
+			if v := f.Str(16); v != "" {
+				p.EffectiveDate = ps.date(16, "")
 			}
 		case "TRN":
 			if claim != nil {
 				continue
 			}
 			trn = true
-			p.TraceType = s.Str(1)
-			p.TraceNumber = ps.required(true, i, 2, "", refTrace, "check or EFT trace number")
-			p.PayerID = ps.required(true, i, 3, "", "509", "payer identifier")
+			p.TraceType = f.Str(1)
+			p.TraceNumber = ps.required(true, 2, "", refTrace, "check or EFT trace number")
+			p.PayerID = ps.required(true, 3, "", "509", "payer identifier")
 		case "DTM":
 			switch {
 			case line != nil:
-				line.Dates = append(line.Dates, DateOf{Qualifier: s.Str(1), Date: ps.date(i, 2, "2110")})
+				line.Dates = x12.AppendShared(&ps.dateOfs, line.Dates, DateOf{Qualifier: f.Str(1), Date: ps.date(2, "2110")})
 			case claim != nil:
-				claim.Dates = append(claim.Dates, DateOf{Qualifier: s.Str(1), Date: ps.date(i, 2, "2100")})
-			case s.Str(1) == "405":
-				p.ProductionDate = ps.date(i, 2, "")
+				claim.Dates = x12.AppendShared(&ps.dateOfs, claim.Dates, DateOf{Qualifier: f.Str(1), Date: ps.date(2, "2100")})
+			case f.Str(1) == "405":
+				p.ProductionDate = ps.date(2, "")
 			}
 		case "N1":
 			if claim != nil {
 				continue
 			}
-			switch s.Str(1) {
+			switch f.Str(1) {
 			case "PR":
 				party = &p.Payer
 			case "PE":
@@ -298,79 +366,74 @@ func (ps *parser) parse() {
 				party = nil
 				continue
 			}
-			party.Name = s.Str(2)
-			party.IDQualifier, party.ID = s.Str(3), s.Str(4)
+			party.Name = f.Str(2)
+			party.IDQualifier, party.ID = f.Str(3), f.Str(4)
 			if party.IDQualifier == "XX" {
 				party.NPI = party.ID
 			}
 		case "REF":
-			r := Ref{Qualifier: s.Str(1), Value: s.Str(2)}
+			r := Ref{Qualifier: f.Str(1), Value: f.Str(2)}
 			switch {
 			case line != nil:
 				if r.Qualifier == "6R" {
 					line.ControlNumber = r.Value
 				} else {
-					line.Refs = append(line.Refs, r)
+					line.Refs = x12.AppendShared(&ps.refs, line.Refs, r)
 				}
 			case claim != nil:
-				claim.Refs = append(claim.Refs, r)
+				claim.Refs = x12.AppendShared(&ps.refs, claim.Refs, r)
 			case party != nil:
 				if r.Qualifier == "TJ" {
 					party.TaxID = r.Value
 				}
-				party.Refs = append(party.Refs, r)
+				party.Refs = x12.AppendShared(&ps.refs, party.Refs, r)
 			}
 		case "LX":
 			party = nil
-			if headerEnd == len(ps.segs)-1 {
-				headerEnd = i
-			}
 		case "CLP":
 			party, line = nil, nil
-			if headerEnd == len(ps.segs)-1 {
-				headerEnd = i
-			}
 			p.Claims = append(p.Claims, Claim{})
 			claim = &p.Claims[len(p.Claims)-1]
-			claim.PatientControlNumber = ps.required(true, i, 1, "2100", refPCN, "patient control number")
-			claim.Status = ps.required(false, i, 2, "2100", "1029", "claim status code")
-			claim.Charge, _ = ps.money(i, 3, "2100", true)
-			claim.Paid, _ = ps.money(i, 4, "2100", true)
-			if m, ok := ps.money(i, 5, "2100", false); ok {
-				claim.PatientResponsibility = &m
+			claim.PatientControlNumber = ps.required(true, 1, "2100", refPCN, "patient control number")
+			claim.Status = ps.required(false, 2, "2100", "1029", "claim status code")
+			claim.Charge, _ = ps.money(3, "2100", true)
+			claim.Paid, _ = ps.money(4, "2100", true)
+			if m, ok := ps.money(5, "2100", false); ok {
+				ps.moneys = append(ps.moneys, m)
+				claim.PatientResponsibility = &ps.moneys[len(ps.moneys)-1]
 			}
-			claim.FilingIndicator = s.Str(6)
-			claim.PayerClaimControlNumber = s.Str(7)
-			claim.FacilityType = s.Str(8)
-			claim.Frequency = s.Str(9)
+			claim.FilingIndicator = f.Str(6)
+			claim.PayerClaimControlNumber = f.Str(7)
+			claim.FacilityType = f.Str(8)
+			claim.Frequency = f.Str(9)
 		case "NM1":
 			if claim != nil && line == nil {
-				claim.People = append(claim.People, person(s))
+				claim.People = x12.AppendShared(&ps.people, claim.People, ps.person())
 			}
 		case "CAS":
 			switch {
 			case line != nil:
-				line.Adjustments = append(line.Adjustments, ps.adjustments(i, "2110")...)
+				ps.adjustments("2110", &line.Adjustments)
 			case claim != nil:
-				claim.Adjustments = append(claim.Adjustments, ps.adjustments(i, "2100")...)
+				ps.adjustments("2100", &claim.Adjustments)
 			default:
-				ps.problem(i, x12.Problem{Reject: true, SegmentCode: "2", Message: "CAS outside a claim"})
+				ps.problem(x12.Problem{Reject: true, SegmentCode: "2", Message: "CAS outside a claim"})
 			}
 		case "SVC":
 			if claim == nil {
-				ps.problem(i, x12.Problem{Reject: true, Loop: "2110", SegmentCode: "2", Message: "SVC outside a claim"})
+				ps.problem(x12.Problem{Reject: true, Loop: "2110", SegmentCode: "2", Message: "SVC outside a claim"})
 				continue
 			}
-			claim.Lines = append(claim.Lines, Line{})
+			claim.Lines = x12.AppendShared(&ps.lines, claim.Lines, Line{})
 			line = &claim.Lines[len(claim.Lines)-1]
-			ps.procedure(i, line)
-			line.Charge, _ = ps.money(i, 2, "2110", true)
-			line.Paid, _ = ps.money(i, 3, "2110", true)
-			line.RevenueCode = s.Str(4)
-			line.Units = s.Str(5)
+			ps.procedure(line)
+			line.Charge, _ = ps.money(2, "2110", true)
+			line.Paid, _ = ps.money(3, "2110", true)
+			line.RevenueCode = f.Str(4)
+			line.Units = f.Str(5)
 		case "PLB":
 			claim, line, party = nil, nil, nil
-			ps.plb(i)
+			ps.plb()
 		}
 	}
 	if !bpr {
@@ -382,52 +445,45 @@ func (ps *parser) parse() {
 }
 
 // procedure reads the SVC01 composite: qualifier, code, modifiers.
-func (ps *parser) procedure(i int, line *Line) {
-	s := ps.segs[i]
-	comps := s.Components(s.Elem(1))
-	get := func(k int) string {
-		if k < len(comps) {
-			return string(bytes.Trim(comps[k], " "))
-		}
-		return ""
-	}
-	line.ProcedureQualifier, line.Procedure = get(0), get(1)
+func (ps *parser) procedure(line *Line) {
+	f := &ps.f
+	e := f.Elem(1)
+	line.ProcedureQualifier, _ = f.Component(e, 1)
+	line.Procedure, _ = f.Component(e, 2)
 	switch {
 	case line.ProcedureQualifier == "":
-		ps.problem(i, x12.Problem{Loop: "2110", SegmentCode: "8", Element: 1, Component: 1, ElementRef: "235", ElementCode: "1", Message: "required procedure code qualifier missing (SVC01-1)"})
+		ps.problem(x12.Problem{Loop: "2110", SegmentCode: "8", Element: 1, Component: 1, ElementRef: "235", ElementCode: "1", Message: "required procedure code qualifier missing (SVC01-1)"})
 	case line.Procedure == "":
-		ps.problem(i, x12.Problem{Loop: "2110", SegmentCode: "8", Element: 1, Component: 2, ElementRef: refProcedure, ElementCode: "1", Message: "required procedure code missing (SVC01-2)"})
+		ps.problem(x12.Problem{Loop: "2110", SegmentCode: "8", Element: 1, Component: 2, ElementRef: refProcedure, ElementCode: "1", Message: "required procedure code missing (SVC01-2)"})
 	}
-	for k := 2; k <= 5; k++ {
-		if m := get(k); m != "" {
-			line.Modifiers = append(line.Modifiers, m)
+	for k := 3; k <= 6; k++ {
+		if m, _ := f.Component(e, k); m != "" {
+			line.Modifiers = x12.AppendShared(&ps.mods, line.Modifiers, m)
 		}
 	}
 }
 
-func (ps *parser) plb(i int) {
-	s := ps.segs[i]
-	plb := PLB{ProviderID: ps.required(false, i, 1, "", refIDCode, "provider identifier")}
-	plb.FiscalDate = ps.date(i, 2, "")
+func (ps *parser) plb() {
+	f := &ps.f
+	plb := PLB{ProviderID: ps.required(false, 1, "", refIDCode, "provider identifier")}
+	plb.FiscalDate = ps.date(2, "")
 	for k := 3; k+1 <= 14; k += 2 {
-		e := s.Elem(k)
-		if len(bytes.Trim(e, " ")) == 0 {
+		e := f.Elem(k)
+		if x12.TrimSpaces(e) == "" {
 			if k == 3 {
-				ps.problem(i, x12.Problem{Reject: true, SegmentCode: "8", Element: 3, ElementRef: "426", ElementCode: "1", Message: "required adjustment reason missing"})
+				ps.problem(x12.Problem{Reject: true, SegmentCode: "8", Element: 3, ElementRef: "426", ElementCode: "1", Message: "required adjustment reason missing"})
 			}
 			break
 		}
-		comps := s.Components(e)
-		adj := PLBAdjusted{Reason: string(bytes.Trim(comps[0], " "))}
-		if len(comps) > 1 {
-			adj.Reference = string(bytes.Trim(comps[1], " "))
-		}
-		amt, ok := ps.money(i, k+1, "", true)
+		var adj PLBAdjusted
+		adj.Reason, _ = f.Component(e, 1)
+		adj.Reference, _ = f.Component(e, 2)
+		amt, ok := ps.money(k+1, "", true)
 		if !ok {
 			continue
 		}
 		adj.Amount = amt
-		plb.Adjustments = append(plb.Adjustments, adj)
+		plb.Adjustments = x12.AppendShared(&ps.plbAdjs, plb.Adjustments, adj)
 	}
 	ps.p.ProviderAdjustments = append(ps.p.ProviderAdjustments, plb)
 }

@@ -190,3 +190,42 @@ func TestEffectsOfFileMatchEncodingJSON(t *testing.T) {
 		t.Fatalf("%d sets of %d: %v", i, len(want), err)
 	}
 }
+
+// TestSummaryJSONMatchesEncodingJSON: AppendSummaryJSON writes what
+// json.Marshal writes for Summary, for every set of the corpus, and
+// nothing for a set without a document.
+func TestSummaryJSONMatchesEncodingJSON(t *testing.T) {
+	n := 0
+	err := filepath.WalkDir(testenv.Corpus(t), func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		File(context.Background(), bytes.NewReader(data), Config{NoAcks: true}, func(it Item) error {
+			if it.Set == nil {
+				return nil
+			}
+			got, ok := it.Set.AppendSummaryJSON([]byte("x"))
+			sum := it.Set.Summary()
+			if sum == nil {
+				if ok || string(got) != "x" {
+					t.Errorf("%s: summary %s for a set without one", path, got)
+				}
+				return nil
+			}
+			want, _ := json.Marshal(sum)
+			if !ok || string(got) != "x"+string(want) {
+				t.Errorf("%s: summary %s, want %s", path, got, want)
+			}
+			n++
+			return nil
+		})
+		return nil
+	})
+	if err != nil || n < 20 {
+		t.Fatalf("%d summaries: %v", n, err)
+	}
+}

@@ -97,6 +97,21 @@ func (s *Set) Summary() any {
 	return nil
 }
 
+// AppendSummaryJSON appends the JSON encoding of Summary, the bytes
+// json.Marshal writes for it, without reflection. It reports false, dst
+// unchanged, for a set of another type (whose Summary is nil).
+func (s *Set) AppendSummaryJSON(dst []byte) ([]byte, bool) {
+	switch {
+	case s.Payment != nil:
+		sum := s.Payment.Summary()
+		return sum.AppendJSON(dst), true
+	case s.Claims != nil:
+		sum := claim.Summarize(s.Claims)
+		return sum.AppendJSON(dst), true
+	}
+	return dst, false
+}
+
 // Item is one thing a file yields, in file order: a Set, or an
 // acknowledgment Effect once its group or interchange is complete.
 type Item struct {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 
 	"github.com/shopspring/decimal"
 )
@@ -204,15 +203,17 @@ func (m Money) Append(dst []byte) []byte {
 	} else {
 		u = uint64(m.c)
 	}
-	// At most 19 digits, after enough leading zeros for one before the point.
-	var buf [40]byte
-	n := 0
-	for k := decimalLen(u); k <= int(m.s); k++ {
-		buf[n] = '0'
-		n++
-	}
-	digits := strconv.AppendUint(buf[:n], u, 10)
+	// The digits, right to left, with leading zeros up to one before the
+	// point: at most 20 bytes.
 	s := int(m.s)
+	var buf [24]byte
+	i := len(buf)
+	for k := 0; u > 0 || k <= s; k++ {
+		i--
+		buf[i] = byte('0' + u%10)
+		u /= 10
+	}
+	digits := buf[i:]
 	intPart, frac := digits[:len(digits)-s], digits[len(digits)-s:]
 	dst = append(dst, intPart...)
 	if s <= 2 {
@@ -228,16 +229,6 @@ func (m Money) Append(dst []byte) []byte {
 		dst = append(dst, frac...)
 	}
 	return dst
-}
-
-// decimalLen returns the number of decimal digits of u (1 for 0).
-func decimalLen(u uint64) int {
-	n := 1
-	for u >= 10 {
-		u /= 10
-		n++
-	}
-	return n
 }
 
 func trimZeros(b []byte) []byte {

@@ -192,3 +192,17 @@ func AppendShared[T any](arena *[]T, owner []T, v T) []T {
 	*arena = a
 	return a[len(a)-n-1 : len(a) : len(a)]
 }
+
+// SegmentID returns the identifier of the raw segment seg packed in a
+// uint32, "CLP" as
+// 'C'<<16 | 'L'<<8 | 'P', or 0 when it is not two or three bytes followed by
+// the element separator es or the end: a cheap first look at a set.
+func SegmentID(seg []byte, es byte) uint32 {
+	switch {
+	case len(seg) >= 3 && (len(seg) == 3 || seg[3] == es):
+		return uint32(seg[0])<<16 | uint32(seg[1])<<8 | uint32(seg[2])
+	case len(seg) >= 2 && (len(seg) == 2 || seg[2] == es):
+		return uint32(seg[0])<<8 | uint32(seg[1])
+	}
+	return 0
+}

@@ -111,6 +111,15 @@ func Parse(segs []envelope.Segment) ([]Claim, []x12.Problem) {
 	return ps.claims, ps.problems
 }
 
+// Packed identifiers of the segments size counts (x12.SegmentID).
+const (
+	idOfCLM = uint32('C')<<16 | uint32('L')<<8 | uint32('M')
+	idOfSV1 = uint32('S')<<16 | uint32('V')<<8 | uint32('1')
+	idOfSV2 = uint32('S')<<16 | uint32('V')<<8 | uint32('2')
+	idOfHI  = uint32('H')<<8 | uint32('I')
+	idOfDTP = uint32('D')<<16 | uint32('T')<<8 | uint32('P')
+)
+
 // size counts the segments that become list elements and sizes the
 // shared arrays for them.
 func (ps *parser) size() {
@@ -118,18 +127,14 @@ func (ps *parser) size() {
 	for i := 1; i < len(ps.segs)-1; i++ {
 		raw := ps.segs[i].Raw()
 		es := ps.segs[i].Delimiters().Element
-		id := raw
-		if k := bytes.IndexByte(raw, es); k >= 0 {
-			id = raw[:k]
-		}
-		switch string(id) {
-		case "CLM":
+		switch x12.SegmentID(raw, es) {
+		case idOfCLM:
 			claims++
-		case "SV1", "SV2":
+		case idOfSV1, idOfSV2:
 			lines++
-		case "HI":
+		case idOfHI:
 			diagnoses += bytes.Count(raw, []byte{es}) // one per element, short of repetitions
-		case "DTP":
+		case idOfDTP:
 			dates++
 		}
 	}

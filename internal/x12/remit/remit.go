@@ -180,6 +180,17 @@ func Parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
 	return ps.p, ps.problems
 }
 
+// Packed identifiers of the segments size counts (x12.SegmentID).
+const (
+	idOfCLP = uint32('C')<<16 | uint32('L')<<8 | uint32('P')
+	idOfSVC = uint32('S')<<16 | uint32('V')<<8 | uint32('C')
+	idOfCAS = uint32('C')<<16 | uint32('A')<<8 | uint32('S')
+	idOfNM1 = uint32('N')<<16 | uint32('M')<<8 | uint32('1')
+	idOfDTM = uint32('D')<<16 | uint32('T')<<8 | uint32('M')
+	idOfREF = uint32('R')<<16 | uint32('E')<<8 | uint32('F')
+	idOfPLB = uint32('P')<<16 | uint32('L')<<8 | uint32('B')
+)
+
 // size counts the segments that become list elements and sizes the
 // shared arrays for them.
 func (ps *parser) size() {
@@ -187,25 +198,21 @@ func (ps *parser) size() {
 	for i := 1; i < len(ps.segs)-1; i++ {
 		raw := ps.segs[i].Raw()
 		es := ps.segs[i].Delimiters().Element
-		id := raw
-		if k := bytes.IndexByte(raw, es); k >= 0 {
-			id = raw[:k]
-		}
-		switch string(id) {
-		case "CLP":
+		switch x12.SegmentID(raw, es) {
+		case idOfCLP:
 			claims++
-		case "SVC":
+		case idOfSVC:
 			lines++
-		case "CAS":
+		case idOfCAS:
 			// At most one adjustment per reason, amount, quantity triple.
 			adjs += (bytes.Count(raw, []byte{es}) + 1) / 3
-		case "NM1":
+		case idOfNM1:
 			people++
-		case "DTM":
+		case idOfDTM:
 			dates++
-		case "REF":
+		case idOfREF:
 			refs++
-		case "PLB":
+		case idOfPLB:
 			plbs++
 		}
 	}

@@ -306,6 +306,11 @@ type AckEvent struct {
 	X12     string `json:"x12"`
 }
 
+// effects returns the business effects of a processed 835 or 837 set. The
+// payloads are written by the documents' hand-written encoders, byte for
+// byte what json.Marshal writes for PaymentEvent and ClaimEvent (the
+// effect hashes are taken over them; TestEffectsMatchEncodingJSON holds
+// the two to it), with each document encoded once for payload and hash.
 func effects(ix *envelope.Interchange, s *Set) []Effect {
 	sender, receiver := ix.Sender(), ix.Receiver()
 	switch {
@@ -358,8 +363,9 @@ func appendHead(dst []byte, envelopeKey, contentHash string, withHash bool, send
 }
 
 // joinHead turns a head and the document encoded after it at buf[at:] into
-// one object, as withEnvelope does: the document's opening brace becomes
-// the comma after the head; an empty document leaves the head alone.
+// the one object json.Marshal writes for the event embedding the document:
+// the document's opening brace becomes the comma after the head; an empty
+// document leaves the head alone.
 func joinHead(buf []byte, at int) []byte {
 	if len(buf)-at <= 2 { // {}
 		return append(buf[:at], '}')

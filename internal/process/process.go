@@ -334,15 +334,19 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 		return []Effect{{Kind: KindPayment, Key: key, OrderingKey: key, Hash: hash, Payload: payload}}
 	case s.Claims != nil:
 		out := make([]Effect, 0, len(s.Claims))
-		var buf []byte
+		var buf, keys []byte
 		for i := range s.Claims {
 			c := &s.Claims[i]
 			buf = appendHead(buf[:0], s.Key, "", false, sender, receiver)
 			at := len(buf)
 			buf = c.AppendJSON(buf)
 			hash := contentHash(buf[at:])
-			out = append(out, Effect{Kind: KindClaim, Key: claim.EffectKey(sender, receiver, *c, hash),
-				OrderingKey: claim.OrderingKey(sender, receiver, *c), Hash: hash,
+			// Both keys in one string.
+			keys = claim.AppendEffectKey(keys[:0], sender, receiver, c, hash)
+			n := len(keys)
+			keys = claim.AppendOrderingKey(keys, sender, receiver, c)
+			k := string(keys)
+			out = append(out, Effect{Kind: KindClaim, Key: k[:n], OrderingKey: k[n:], Hash: hash,
 				Payload: bytes.Clone(joinHead(buf, at))})
 		}
 		return out
@@ -381,7 +385,8 @@ func joinHead(buf []byte, at int) []byte {
 // hashes the same.
 func contentHash(doc []byte) string {
 	sum := sha256.Sum256(doc)
-	return hex.EncodeToString(sum[:])
+	var b [2 * sha256.Size]byte
+	return string(hex.AppendEncode(b[:0], sum[:]))
 }
 
 // paymentHash is the effect hash of an encoded payment without its
@@ -402,7 +407,9 @@ func paymentHash(doc []byte, productionDate string) string {
 	h := sha256.New()
 	h.Write(doc[:i])
 	h.Write(doc[i+len(member):])
-	return hex.EncodeToString(h.Sum(nil))
+	var sum [sha256.Size]byte
+	var b [2 * sha256.Size]byte
+	return string(hex.AppendEncode(b[:0], h.Sum(sum[:0])))
 }
 
 // ackEffect returns an acknowledgment's effect. Its key carries the verdict

@@ -328,7 +328,13 @@ func (ps *parser) diagnosis(claim *Claim, v string) {
 // rejection each have a key of their own and follow the original on its
 // ordering key. The patient control number never appears in clear.
 func EffectKey(sender, receiver string, c Claim, contentHash string) string {
-	return digest("claim:", sender, receiver, c.ClaimID, c.Frequency, contentHash)
+	var buf [96]byte
+	return string(AppendEffectKey(buf[:0], sender, receiver, &c, contentHash))
+}
+
+// AppendEffectKey appends EffectKey to dst.
+func AppendEffectKey(dst []byte, sender, receiver string, c *Claim, contentHash string) []byte {
+	return appendDigest(dst, "claim:", sender, receiver, c.ClaimID, c.Frequency, contentHash)
 }
 
 // OrderingKey returns the ordering key of the claim.received effect:
@@ -336,12 +342,18 @@ func EffectKey(sender, receiver string, c Claim, contentHash string) string {
 // its replacements and its void, so they are delivered in the order
 // ingested.
 func OrderingKey(sender, receiver string, c Claim) string {
-	return digest("claimorder:", sender, receiver, c.ClaimID)
+	var buf [96]byte
+	return string(AppendOrderingKey(buf[:0], sender, receiver, &c))
 }
 
-// digest is prefix and the SHA-256 (hex) of the parts, encoded
+// AppendOrderingKey appends OrderingKey to dst.
+func AppendOrderingKey(dst []byte, sender, receiver string, c *Claim) []byte {
+	return appendDigest(dst, "claimorder:", sender, receiver, c.ClaimID)
+}
+
+// appendDigest appends prefix and the SHA-256 (hex) of the parts, encoded
 // unambiguously: as the JSON array of them json.Marshal writes.
-func digest(prefix string, parts ...string) string {
+func appendDigest(dst []byte, prefix string, parts ...string) []byte {
 	var buf [512]byte
 	b := append(buf[:0], '[')
 	for i, p := range parts {
@@ -351,8 +363,7 @@ func digest(prefix string, parts ...string) string {
 		b = x12.AppendJSONString(b, p)
 	}
 	sum := sha256.Sum256(append(b, ']'))
-	var out [16 + 2*sha256.Size]byte
-	return string(hex.AppendEncode(append(out[:0], prefix...), sum[:]))
+	return hex.AppendEncode(append(dst, prefix...), sum[:])
 }
 
 // Summary is what `inspect` shows of an 837 set: no patient data.

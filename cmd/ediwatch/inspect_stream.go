@@ -29,6 +29,8 @@ type inspectOptions struct {
 	// workers parse 835 and 837 documents beside the reading; 0 parses
 	// them inline.
 	workers int
+	// spillLimit is the bytes a spill keeps in memory; 0 means spillLimit.
+	spillLimit int
 }
 
 // inspectWorkers is the size of the document pool: the cores besides the
@@ -58,15 +60,19 @@ func inspectPath(ctx context.Context, w *bufio.Writer, path string, index int, o
 		return false, &exitError{code: 2, err: err}
 	}
 	defer fh.Close()
+	limit := opts.spillLimit
+	if limit <= 0 {
+		limit = spillLimit
+	}
 	in := &inspection{opts: opts, path: path, w: w,
 		hr:    &hashingReader{r: fh, h: sha256.New()},
-		keys:  spill{limit: spillLimit},
-		errSp: spill{limit: spillLimit},
+		keys:  spill{limit: limit},
+		errSp: spill{limit: limit},
 	}
 	defer in.keys.reset()
 	defer in.errSp.reset()
 	if !opts.json {
-		in.table = &textTable{sp: spill{limit: spillLimit}}
+		in.table = &textTable{sp: spill{limit: limit}}
 		defer in.table.sp.reset()
 	}
 	return in.run(ctx, index)

@@ -63,56 +63,88 @@ func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) 
 
 // jsonOut writes the JSON report of one file in file order. Envelope parts
 // are appended to buf(); sets go through set, whose documents are parsed
-// inline or, with workers, on a pool while the file is read on.
+// inline or, with workers, on a pool while the file is read on. The pool
+// takes sets by the batch: handing over one set at a time costs more in
+// goroutine wake-ups than parsing it.
 type jsonOut struct {
 	w   *bufio.Writer
-	cur *outChunk
+	cur *outBatch
 	enc *docEncoder // inline parsing
 
 	// the pool, nil without workers
-	jobs    chan *outChunk
-	chunks  chan *outChunk
+	jobs    chan *outBatch
+	batches chan *outBatch
 	werr    chan error
-	queue   []*outChunk // submitted, oldest first
+	queue   []*outBatch // submitted, oldest first
 	inQueue int         // their bytes
-	spare   []*outChunk
+	spare   []*outBatch
 }
 
-// outChunk is output in file order: bytes, then perhaps a set's document
-// still to parse and the end of the set.
-type outChunk struct {
-	pre   []byte
-	parse bool
-	typ   string
-	raw   []byte
+// outBatch is output in file order: envelope JSON, in which sets wait for
+// their documents.
+type outBatch struct {
+	out   []byte
+	sets  []pendingSet
+	raw   []byte // the pending sets' segments, copied
 	segs  []envelope.Segment
-	doc   []byte
-	has   bool
+	final []byte // out with the documents, once rendered
 	err   error
-	done  chan struct{} // closed when parsed
+	done  chan struct{} // closed when rendered
 	wrote chan struct{} // closed when written
 }
 
+// pendingSet is a set whose JSON in out ends at at, before its document
+// and closing brace.
+type pendingSet struct {
+	at         int
+	typ        string
+	seg0, seg1 int
+}
+
+func (b *outBatch) size() int { return len(b.out) + len(b.raw) }
+
+// render parses the pending sets' documents and builds final.
+func (b *outBatch) render(enc *docEncoder) {
+	b.final = b.final[:0]
+	prev := 0
+	for _, p := range b.sets {
+		b.final = append(b.final, b.out[prev:p.at]...)
+		prev = p.at
+		mark := len(b.final)
+		b.final = append(b.final, `,"document":`...)
+		var has bool
+		b.final, has, b.err = enc.appendDoc(b.final, p.typ, b.segs[p.seg0:p.seg1])
+		if b.err != nil {
+			return
+		}
+		if !has {
+			b.final = b.final[:mark]
+		}
+		b.final = append(b.final, '}')
+	}
+	b.final = append(b.final, b.out[prev:]...)
+}
+
 const (
-	chunkFlush   = 64 << 10 // envelope bytes gathered before they are written
-	poolMaxBytes = 8 << 20  // bytes in flight in the pool
-	poolMaxSets  = 64       // chunks in flight in the pool
+	batchBytes   = 128 << 10 // a batch is handed over once it holds this much
+	poolMaxBytes = 8 << 20   // bytes in flight in the pool
+	poolMaxJobs  = 8         // batches in flight in the pool
 )
 
 func newJSONOut(w *bufio.Writer, showPHI bool, workers int) *jsonOut {
-	o := &jsonOut{w: w, cur: &outChunk{}}
+	o := &jsonOut{w: w, cur: &outBatch{}}
 	if workers <= 0 {
 		o.enc = newDocEncoder(showPHI)
 		return o
 	}
-	o.jobs = make(chan *outChunk, poolMaxSets)
-	o.chunks = make(chan *outChunk, poolMaxSets)
+	o.jobs = make(chan *outBatch, poolMaxJobs)
+	o.batches = make(chan *outBatch, poolMaxJobs)
 	o.werr = make(chan error, 1)
 	for range workers {
 		go func(enc *docEncoder) {
-			for c := range o.jobs {
-				c.doc, c.has, c.err = enc.appendDoc(c.doc[:0], c.typ, c.segs)
-				close(c.done)
+			for b := range o.jobs {
+				b.render(enc)
+				close(b.done)
 			}
 		}(newDocEncoder(showPHI))
 	}
@@ -120,115 +152,99 @@ func newJSONOut(w *bufio.Writer, showPHI bool, workers int) *jsonOut {
 	return o
 }
 
-// write is the pool's writer: it prints chunks in order, each once its
-// document is parsed.
+// write is the pool's writer: it prints batches in order, each once
+// rendered.
 func (o *jsonOut) write() {
 	var err error
-	for c := range o.chunks {
+	for b := range o.batches {
+		data := b.out
+		if b.done != nil {
+			<-b.done
+			data = b.final
+			if err == nil {
+				err = b.err
+			}
+		}
 		if err == nil {
-			_, err = o.w.Write(c.pre)
+			_, err = o.w.Write(data)
 		}
-		if c.parse {
-			<-c.done
-			if err == nil {
-				err = c.err
-			}
-			if err == nil {
-				err = writeDocTail(o.w, c.doc, c.has)
-			}
-		}
-		close(c.wrote)
+		close(b.wrote)
 	}
 	o.werr <- err
 }
 
-func writeDocTail(w *bufio.Writer, doc []byte, has bool) error {
-	if has {
-		w.WriteString(`,"document":`)
-		w.Write(doc)
-	}
-	return w.WriteByte('}')
-}
-
 // buf returns the buffer envelope JSON is appended to.
-func (o *jsonOut) buf() *[]byte { return &o.cur.pre }
+func (o *jsonOut) buf() *[]byte { return &o.cur.out }
 
 // set writes the set just read and its document.
 func (o *jsonOut) set(s *envelope.Set) error {
-	c := o.cur
-	c.pre = envelope.AppendSetOpen(c.pre, s)
-	if !wantsDocument(s.Type) {
-		c.pre = append(c.pre, '}')
-		return o.maybeFlush()
-	}
-	if o.jobs == nil {
+	b := o.cur
+	b.out = envelope.AppendSetOpen(b.out, s)
+	switch {
+	case !wantsDocument(s.Type):
+		b.out = append(b.out, '}')
+	case o.jobs == nil:
+		mark := len(b.out)
+		b.out = append(b.out, `,"document":`...)
 		var has bool
 		var err error
-		c.doc, has, err = o.enc.appendDoc(c.doc[:0], s.Type, s.Segments())
+		b.out, has, err = o.enc.appendDoc(b.out, s.Type, s.Segments())
 		if err != nil {
 			return err
 		}
-		if has {
-			c.pre = append(append(c.pre, `,"document":`...), c.doc...)
+		if !has {
+			b.out = b.out[:mark]
 		}
-		c.pre = append(c.pre, '}')
-		return o.maybeFlush()
+		b.out = append(b.out, '}')
+	default:
+		// The pool parses a copy: the Reader reuses the segments' memory.
+		p := pendingSet{at: len(b.out), typ: s.Type, seg0: len(b.segs)}
+		for _, seg := range s.Segments() {
+			at := len(b.raw)
+			b.raw = append(b.raw, seg.Raw()...)
+			cp := envelope.NewSegment(b.raw[at:len(b.raw):len(b.raw)], seg.Delimiters())
+			cp.Offset, cp.Index = seg.Offset, seg.Index
+			b.segs = append(b.segs, cp)
+		}
+		p.seg1 = len(b.segs)
+		b.sets = append(b.sets, p)
 	}
-	// The pool parses a copy: the Reader reuses the segments' memory.
-	c.parse, c.typ = true, s.Type
-	c.raw, c.segs = c.raw[:0], c.segs[:0]
-	for _, seg := range s.Segments() {
-		c.raw = append(c.raw, seg.Raw()...)
-	}
-	at := 0
-	for _, seg := range s.Segments() {
-		n := len(seg.Raw())
-		cp := envelope.NewSegment(c.raw[at:at+n:at+n], seg.Delimiters())
-		cp.Offset, cp.Index = seg.Offset, seg.Index
-		c.segs = append(c.segs, cp)
-		at += n
-	}
-	return o.submit()
-}
-
-func (o *jsonOut) maybeFlush() error {
-	if len(o.cur.pre) < chunkFlush {
+	if b.size() < batchBytes {
 		return nil
 	}
-	if o.jobs == nil {
-		_, err := o.w.Write(o.cur.pre)
-		o.cur.pre = o.cur.pre[:0]
-		return err
-	}
-	return o.submit()
+	return o.flush()
 }
 
-// submit hands the current chunk to the pool, first waiting for the oldest
-// chunks to be written while the pool holds too much.
-func (o *jsonOut) submit() error {
-	c := o.cur
-	size := len(c.pre) + len(c.raw)
-	for len(o.queue) > 0 && (len(o.queue) >= poolMaxSets || o.inQueue+size > poolMaxBytes) {
+// flush writes the current batch, or hands it to the pool.
+func (o *jsonOut) flush() error {
+	b := o.cur
+	if o.jobs == nil {
+		_, err := o.w.Write(b.out)
+		b.out = b.out[:0]
+		return err
+	}
+	for len(o.queue) > 0 && (len(o.queue) >= poolMaxJobs || o.inQueue+b.size() > poolMaxBytes) {
 		old := o.queue[0]
 		<-old.wrote
 		o.queue = o.queue[1:]
-		o.inQueue -= len(old.pre) + len(old.raw)
+		o.inQueue -= old.size()
 		o.spare = append(o.spare, old)
 	}
-	c.wrote = make(chan struct{})
-	if c.parse {
-		c.done = make(chan struct{})
-		o.jobs <- c
+	b.wrote, b.done = make(chan struct{}), nil
+	if len(b.sets) > 0 {
+		b.done = make(chan struct{})
+		o.jobs <- b
 	}
-	o.chunks <- c
-	o.queue = append(o.queue, c)
-	o.inQueue += size
+	o.batches <- b
+	o.queue = append(o.queue, b)
+	o.inQueue += b.size()
 	if n := len(o.spare); n > 0 {
 		o.cur = o.spare[n-1]
 		o.spare = o.spare[:n-1]
-		o.cur.pre, o.cur.parse, o.cur.raw = o.cur.pre[:0], false, o.cur.raw[:0]
+		c := o.cur
+		c.out, c.sets, c.raw, c.segs, c.err = c.out[:0], c.sets[:0], c.raw[:0], c.segs[:0], nil
 	} else {
-		o.cur = &outChunk{}
+		o.cur = &outBatch{}
 	}
 	return nil
 }
@@ -237,14 +253,12 @@ func (o *jsonOut) submit() error {
 // can then be written to o.w.
 func (o *jsonOut) close() error {
 	if o.jobs == nil {
-		_, err := o.w.Write(o.cur.pre)
-		o.cur.pre = o.cur.pre[:0]
-		return err
+		return o.flush()
 	}
-	if len(o.cur.pre) > 0 {
-		o.submit()
+	if o.cur.size() > 0 {
+		o.flush()
 	}
 	close(o.jobs)
-	close(o.chunks)
+	close(o.batches)
 	return <-o.werr
 }

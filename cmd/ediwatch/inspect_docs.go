@@ -67,9 +67,10 @@ func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) 
 // takes sets by the batch: handing over one set at a time costs more in
 // goroutine wake-ups than parsing it.
 type jsonOut struct {
-	w   *bufio.Writer
-	cur *outBatch
-	enc *docEncoder // inline parsing
+	w       *bufio.Writer
+	cur     *outBatch
+	enc     *docEncoder // inline parsing
+	started bool        // part of the report was written or handed over
 
 	// the pool, nil without workers
 	jobs    chan *outBatch
@@ -218,6 +219,7 @@ func (o *jsonOut) set(s *envelope.Set) error {
 // flush writes the current batch, or hands it to the pool.
 func (o *jsonOut) flush() error {
 	b := o.cur
+	o.started = true
 	if o.jobs == nil {
 		_, err := o.w.Write(b.out)
 		b.out = b.out[:0]
@@ -258,7 +260,21 @@ func (o *jsonOut) close() error {
 	if o.cur.size() > 0 {
 		o.flush()
 	}
+	return o.stop()
+}
+
+func (o *jsonOut) stop() error {
 	close(o.jobs)
 	close(o.batches)
 	return <-o.werr
+}
+
+// abort stops the pool, dropping what was not handed to the writer yet, and
+// reports whether any of the report reached o.w.
+func (o *jsonOut) abort() (started bool) {
+	o.cur.out = o.cur.out[:0]
+	if o.jobs != nil {
+		o.stop()
+	}
+	return o.started
 }

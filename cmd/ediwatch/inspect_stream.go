@@ -37,18 +37,103 @@ type inspectOptions struct {
 // one reading the file.
 func inspectWorkers() int { return runtime.GOMAXPROCS(0) - 1 }
 
-// hashingReader hashes and counts the bytes read through it.
+// hashingReader reads a file ahead on its own goroutine, hashing and
+// counting its bytes there, so the hashing runs beside the parsing. It
+// holds a few chunks, never the file.
 type hashingReader struct {
-	r io.Reader
-	h hash.Hash
-	n int64
+	full chan readChunk
+	free chan []byte
+	stop chan struct{}
+	done chan struct{}
+	cur  readChunk
+	off  int
+	h    hash.Hash
+	n    int64 // bytes read from the file, set once the reading ended
 }
 
-func (h *hashingReader) Read(p []byte) (int, error) {
-	n, err := h.r.Read(p)
-	h.h.Write(p[:n])
-	h.n += int64(n)
-	return n, err
+type readChunk struct {
+	b   []byte
+	err error
+}
+
+const (
+	readChunkSize = 256 << 10
+	readChunks    = 4
+)
+
+func newHashingReader(r io.Reader) *hashingReader {
+	hr := &hashingReader{
+		full: make(chan readChunk, readChunks),
+		free: make(chan []byte, readChunks),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+		h:    sha256.New(),
+	}
+	for range readChunks {
+		hr.free <- make([]byte, readChunkSize)
+	}
+	go hr.readAhead(r)
+	return hr
+}
+
+func (hr *hashingReader) readAhead(r io.Reader) {
+	defer close(hr.done)
+	var n int64
+	for {
+		var b []byte
+		select {
+		case b = <-hr.free:
+		case <-hr.stop:
+			return
+		}
+		k, err := io.ReadFull(r, b[:cap(b)])
+		hr.h.Write(b[:k])
+		n += int64(k)
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		if err != nil {
+			hr.n = n
+		}
+		select {
+		case hr.full <- readChunk{b: b[:k], err: err}:
+		case <-hr.stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (hr *hashingReader) Read(p []byte) (int, error) {
+	for hr.off == len(hr.cur.b) {
+		if hr.cur.err != nil {
+			return 0, hr.cur.err
+		}
+		if hr.cur.b != nil {
+			hr.free <- hr.cur.b
+		}
+		hr.cur, hr.off = <-hr.full, 0
+	}
+	n := copy(p, hr.cur.b[hr.off:])
+	hr.off += n
+	return n, nil
+}
+
+// sum reads the rest of the file and returns its SHA-256 and size.
+func (hr *hashingReader) sum() (string, int64, error) {
+	if _, err := io.Copy(io.Discard, hr); err != nil {
+		return "", 0, err
+	}
+	<-hr.done
+	return hex.EncodeToString(hr.h.Sum(nil)), hr.n, nil
+}
+
+// close stops the reading ahead; call it before the file is closed.
+func (hr *hashingReader) close() {
+	close(hr.stop)
+	<-hr.done
 }
 
 // inspectPath reports on the file at path, the index-th of the command
@@ -60,12 +145,14 @@ func inspectPath(ctx context.Context, w *bufio.Writer, path string, index int, o
 		return false, &exitError{code: 2, err: err}
 	}
 	defer fh.Close()
+	hr := newHashingReader(fh)
+	defer hr.close()
 	limit := opts.spillLimit
 	if limit <= 0 {
 		limit = spillLimit
 	}
 	in := &inspection{opts: opts, path: path, w: w,
-		hr:    &hashingReader{r: fh, h: sha256.New()},
+		hr:    hr,
 		keys:  spill{limit: limit},
 		errSp: spill{limit: limit},
 	}
@@ -112,28 +199,29 @@ func (in *inspection) run(ctx context.Context, index int) (bool, error) {
 		*b = append(*b, `,"interchanges":[`...)
 	}
 	err := in.read(ctx, errs)
-	if in.out != nil {
-		if cerr := in.out.close(); err == nil && cerr != nil {
-			err = cerr
-		}
-	}
 	if err != nil {
-		if in.opts.json {
-			// The line printed so far is cut short; end it.
+		// A report cut short is left out, or if part of it was printed
+		// already, its line is ended.
+		if in.out != nil && in.out.abort() {
 			in.w.WriteByte('\n')
 		}
 		return false, err
 	}
-	if _, err := io.Copy(io.Discard, in.hr); err != nil {
+	if in.out != nil {
+		if err := in.out.close(); err != nil {
+			return false, err
+		}
+	}
+	sum, size, err := in.hr.sum()
+	if err != nil {
 		return false, &exitError{code: 2, err: fmt.Errorf("%s: %w", in.path, err)}
 	}
 	x12 := in.rd.X12()
 	valid := x12 && len(in.rd.FileErrors()) == 0 && in.allValid
-	sum := hex.EncodeToString(in.hr.h.Sum(nil))
 	if in.opts.json {
-		return valid, in.finishJSON(x12, valid, sum)
+		return valid, in.finishJSON(x12, valid, sum, size)
 	}
-	return valid, in.finishText(index, x12, valid, sum)
+	return valid, in.finishText(index, x12, valid, sum, size)
 }
 
 // read reads the file to its end, writing the report's interchanges and
@@ -304,7 +392,7 @@ func (in *inspection) addError(e *envelope.ParseError) error {
 	return err
 }
 
-func (in *inspection) finishJSON(x12, valid bool, sum string) error {
+func (in *inspection) finishJSON(x12, valid bool, sum string, size int64) error {
 	w := in.w
 	w.WriteString(`],"x12":`)
 	w.WriteString(strconv.FormatBool(x12))
@@ -318,11 +406,11 @@ func (in *inspection) finishJSON(x12, valid bool, sum string) error {
 	if _, err := io.Copy(w, in.keys.reader()); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, `],"sha256":"%s","size":%d}`+"\n", sum, in.hr.n)
+	fmt.Fprintf(w, `],"sha256":"%s","size":%d}`+"\n", sum, size)
 	return nil
 }
 
-func (in *inspection) finishText(index int, x12, valid bool, sum string) error {
+func (in *inspection) finishText(index int, x12, valid bool, sum string, size int64) error {
 	w := in.w
 	if index > 0 {
 		w.WriteByte('\n')
@@ -334,7 +422,7 @@ func (in *inspection) finishText(index int, x12, valid bool, sum string) error {
 	case !valid:
 		status = "INVALID"
 	}
-	fmt.Fprintf(w, "%s  %s  %d bytes  sha256:%s\n", in.path, status, in.hr.n, sum)
+	fmt.Fprintf(w, "%s  %s  %d bytes  sha256:%s\n", in.path, status, size, sum)
 	if err := in.table.writeTo(w); err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ type inspectOptions struct {
 
 // inspectWorkers is the size of the document pool: the cores besides the
 // one reading the file.
-func inspectWorkers() int { return runtime.GOMAXPROCS(0) - 1 }
+func inspectWorkers() int { return min(runtime.GOMAXPROCS(0)-1, 4) }
 
 // hashingReader reads a file ahead on its own goroutine, hashing and
 // counting its bytes there, so the hashing runs beside the parsing. It

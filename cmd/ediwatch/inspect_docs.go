@@ -78,6 +78,7 @@ type jsonOut struct {
 	werr    chan error
 	queue   []*outBatch // submitted, oldest first
 	inQueue int         // their bytes
+	maxJobs int         // batches in flight
 	spare   []*outBatch
 }
 
@@ -127,9 +128,8 @@ func (b *outBatch) render(enc *docEncoder) {
 }
 
 const (
-	batchBytes   = 128 << 10 // a batch is handed over once it holds this much
-	poolMaxBytes = 8 << 20   // bytes in flight in the pool
-	poolMaxJobs  = 8         // batches in flight in the pool
+	batchBytes   = 64 << 10 // a batch is handed over once it holds this much
+	poolMaxBytes = 4 << 20  // bytes in flight in the pool
 )
 
 func newJSONOut(w *bufio.Writer, showPHI bool, workers int) *jsonOut {
@@ -138,8 +138,9 @@ func newJSONOut(w *bufio.Writer, showPHI bool, workers int) *jsonOut {
 		o.enc = newDocEncoder(showPHI)
 		return o
 	}
-	o.jobs = make(chan *outBatch, poolMaxJobs)
-	o.batches = make(chan *outBatch, poolMaxJobs)
+	o.maxJobs = 2*workers + 2
+	o.jobs = make(chan *outBatch, o.maxJobs)
+	o.batches = make(chan *outBatch, o.maxJobs)
 	o.werr = make(chan error, 1)
 	for range workers {
 		go func(enc *docEncoder) {
@@ -225,7 +226,7 @@ func (o *jsonOut) flush() error {
 		b.out = b.out[:0]
 		return err
 	}
-	for len(o.queue) > 0 && (len(o.queue) >= poolMaxJobs || o.inQueue+b.size() > poolMaxBytes) {
+	for len(o.queue) > 0 && (len(o.queue) >= o.maxJobs || o.inQueue+b.size() > poolMaxBytes) {
 		old := o.queue[0]
 		<-old.wrote
 		o.queue = o.queue[1:]

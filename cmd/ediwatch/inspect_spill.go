@@ -18,7 +18,7 @@ type spill struct {
 	fn    int64 // bytes in f
 }
 
-const spillLimit = 1 << 20
+const spillLimit = 256 << 10
 
 func (s *spill) Write(p []byte) (int, error) {
 	if len(s.buf)+len(p) > s.limit && len(s.buf) > 0 {

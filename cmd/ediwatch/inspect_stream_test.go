@@ -295,6 +295,8 @@ func TestInspectStreamMatchesFullReportOnBrokenFiles(t *testing.T) {
 		"crlf":         strings.ReplaceAll(base, "\n", "\r\n"),
 		"not_x12":      "hello\n",
 		"bad_isa_late": base + "ISA*00*short~\n",
+		// a file error and an interchange error at one offset
+		"bad_isa_inside": nth(base, "\nIEA*", "\nISA*00*short~\nIEA*", 1),
 	}
 	dir := t.TempDir()
 	var all []string

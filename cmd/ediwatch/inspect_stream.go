@@ -14,8 +14,9 @@ import (
 	"github.com/ediwatch/ediwatch/internal/envelope"
 )
 
-// `inspect` reads each file once: it hashes the bytes as the envelope
-// Reader takes them, and writes the report as the file is read. With
+// `inspect` reads each file once: a goroutine reads ahead and hashes the
+// bytes the envelope Reader then takes, and the report is written as the
+// file is read. With
 // --json, the interchanges are printed as they complete; the members known
 // only at the end (valid, errors, keys, sha256, size) follow them, the
 // errors and keys having waited in a spill (memory, then an unlinked

@@ -165,3 +165,34 @@ func TestInspectDocuments(t *testing.T) {
 		t.Errorf("--show-phi did not show the patient")
 	}
 }
+
+// TestInspectUnreadableFileAfterAPrintedOne: reports are streamed, yet a
+// file that cannot be read still ends the run in exit status 2 with its
+// name. A path that cannot be opened fails before anything is printed; a
+// file whose reading fails midway (/proc/self/mem reads EIO at offset 0)
+// fails after the reports before it were printed whole.
+func TestInspectUnreadableFileAfterAPrintedOne(t *testing.T) {
+	for _, form := range [][]string{{"inspect", "--json"}, {"inspect"}} {
+		stdout, stderr, code := runCLI(t, append(form, fixture("835_canonical.x12"), fixture("no-such-file.x12"))...)
+		if code != 2 || !strings.Contains(stderr, "no-such-file.x12") || stdout != "" {
+			t.Errorf("%v, missing second file: exit %d, stderr %q, stdout %q", form, code, stderr, stdout)
+		}
+		stdout, stderr, code = runCLI(t, append(form, fixture("835_canonical.x12"), "/proc/self/mem")...)
+		if code != 2 || !strings.Contains(stderr, "/proc/self/mem") {
+			t.Errorf("%v, unreadable second file: exit %d, stderr %q", form, code, stderr)
+		}
+		if !strings.Contains(stdout, "835_canonical.x12") {
+			t.Errorf("%v: the first file's report was not printed: %q", form, stdout)
+		}
+		if form[len(form)-1] == "--json" {
+			first, rest, _ := strings.Cut(stdout, "\n")
+			if rest != "" {
+				t.Errorf("a line for the unreadable file: %q", rest)
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(first), &m); err != nil || m["valid"] != true {
+				t.Errorf("first line %q: %v", first, err)
+			}
+		}
+	}
+}

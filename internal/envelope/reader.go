@@ -88,7 +88,7 @@ type Interchange struct {
 
 	key      string
 	nested   int // errors in this interchange's groups and sets
-	gs06Seen map[string]struct{}
+	gs06Seen ctlSet
 }
 
 // TA1 is an interchange acknowledgment segment found in an interchange.
@@ -144,7 +144,7 @@ type Group struct {
 
 	key    string
 	nested int
-	stSeen map[string]struct{}
+	stSeen ctlSet
 }
 
 // Key returns the group part of the inbox keys (the interchange part, then
@@ -215,6 +215,7 @@ type Reader struct {
 	hs    *setHasher
 	arena []byte
 	spans []span
+	segs  []Segment // the kept segments' slice, reused set after set
 }
 
 type span struct {
@@ -822,13 +823,9 @@ func (r *Reader) startGroup(seg Segment) {
 	case g.Version == "":
 		r.groupErr(seg, ErrGSSyntax, "GS08 is empty")
 	}
-	if ix.gs06Seen == nil {
-		ix.gs06Seen = make(map[string]struct{}, 1)
-	}
-	if _, dup := ix.gs06Seen[ctl]; dup {
+	if ix.gs06Seen.add(ctl) {
 		r.groupErr(seg, ErrGSDuplicate, "GS06="+quoteCtl(g.ControlNumber))
 	}
-	ix.gs06Seen[ctl] = struct{}{}
 }
 
 func (r *Reader) endGroup(trailer bool) Kind {
@@ -874,13 +871,9 @@ func (r *Reader) startSet(seg Segment) {
 	if n := len(s.ControlNumber); n < 4 || n > 9 {
 		r.setErr(seg, ErrSTControlNumber, "ST02="+quoteCtl(s.ControlNumber))
 	}
-	if g.stSeen == nil {
-		g.stSeen = make(map[string]struct{}, 1)
-	}
-	if _, dup := g.stSeen[s.ControlNumber]; dup {
+	if g.stSeen.add(s.ControlNumber) {
 		r.setErr(seg, ErrSTDuplicate, "ST02="+quoteCtl(s.ControlNumber))
 	}
-	g.stSeen[s.ControlNumber] = struct{}{}
 }
 
 // addToSet counts, hashes and (with KeepSegments) keeps a segment of the
@@ -989,10 +982,12 @@ func (r *Reader) endSet(trailer bool) Kind {
 	}
 	r.hs.sum(&s.ContentHash)
 	if r.opts.KeepSegments {
-		s.segs = s.segs[:0]
+		// Segments are valid until the next Next: one slice serves every set.
+		segs := r.segs[:0]
 		for _, sp := range r.spans {
-			s.segs = append(s.segs, Segment{raw: r.arena[sp.start:sp.end:sp.end], d: r.d, Offset: sp.off, Index: sp.index})
+			segs = append(segs, Segment{raw: r.arena[sp.start:sp.end:sp.end], d: r.d, Offset: sp.off, Index: sp.index})
 		}
+		s.segs, r.segs = segs, segs
 	}
 	r.ended = KindSet
 	return KindSet

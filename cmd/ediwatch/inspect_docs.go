@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ediwatch/ediwatch/internal/envelope"
+	"github.com/ediwatch/ediwatch/internal/process"
+	"github.com/ediwatch/ediwatch/internal/x12/claim"
+	"github.com/ediwatch/ediwatch/internal/x12/remit"
+)
+
+// wantsDocument reports whether a set of type typ shows a document: 835
+// and 837 sets do.
+func wantsDocument(typ string) bool { return typ == "835" || typ == "837" }
+
+// docEncoder encodes the document `inspect --json` shows of a set: its
+// summary, or with --show-phi the whole document. Not safe for concurrent
+// use; each worker has its own.
+type docEncoder struct {
+	showPHI bool
+	buf     bytes.Buffer
+	enc     *json.Encoder
+}
+
+func newDocEncoder(showPHI bool) *docEncoder {
+	d := &docEncoder{showPHI: showPHI}
+	d.enc = json.NewEncoder(&d.buf)
+	d.enc.SetEscapeHTML(false)
+	return d
+}
+
+// appendDoc appends the JSON of the document of the set of type typ made of
+// segs, and reports whether it has one.
+func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) ([]byte, bool, error) {
+	var ps process.Set
+	switch typ {
+	case "835":
+		ps.Payment, _ = remit.Parse(segs)
+	case "837":
+		ps.Claims, _ = claim.Parse(segs)
+	}
+	var doc any
+	switch {
+	case d.showPHI && ps.Payment != nil:
+		doc = ps.Payment
+	case d.showPHI && ps.Claims != nil:
+		doc = ps.Claims
+	default:
+		doc = ps.Summary()
+	}
+	if doc == nil {
+		return dst, false, nil
+	}
+	d.buf.Reset()
+	if err := d.enc.Encode(doc); err != nil {
+		return dst, false, fmt.Errorf("encode document: %w", err)
+	}
+	return append(dst, bytes.TrimSuffix(d.buf.Bytes(), []byte{'\n'})...), true, nil
+}
+
+// jsonOut writes the JSON report of one file in file order. Envelope parts
+// are appended to buf(); sets go through set, whose documents are parsed
+// inline or, with workers, on a pool while the file is read on. The pool
+// takes sets by the batch: handing over one set at a time costs more in
+// goroutine wake-ups than parsing it.
+type jsonOut struct {
+	w       *bufio.Writer
+	cur     *outBatch
+	enc     *docEncoder // inline parsing
+	started bool        // part of the report was written or handed over
+
+	// the pool, nil without workers
+	jobs    chan *outBatch
+	batches chan *outBatch
+	werr    chan error
+	queue   []*outBatch // submitted, oldest first
+	inQueue int         // their bytes
+	maxJobs int         // batches in flight
+	spare   []*outBatch
+}
+
+// outBatch is output in file order: envelope JSON, in which sets wait for
+// their documents.
+type outBatch struct {
+	out   []byte
+	sets  []pendingSet
+	raw   []byte // the pending sets' segments, copied
+	segs  []envelope.Segment
+	final []byte // out with the documents, once rendered
+	err   error
+	done  chan struct{} // closed when rendered
+	wrote chan struct{} // closed when written
+}
+
+// pendingSet is a set whose JSON in out ends at at, before its document
+// and closing brace.
+type pendingSet struct {
+	at         int
+	typ        string
+	seg0, seg1 int
+}
+
+func (b *outBatch) size() int { return len(b.out) + len(b.raw) }
+
+// render parses the pending sets' documents and builds final.
+func (b *outBatch) render(enc *docEncoder) {
+	b.final = b.final[:0]
+	prev := 0
+	for _, p := range b.sets {
+		b.final = append(b.final, b.out[prev:p.at]...)
+		prev = p.at
+		mark := len(b.final)
+		b.final = append(b.final, `,"document":`...)
+		var has bool
+		b.final, has, b.err = enc.appendDoc(b.final, p.typ, b.segs[p.seg0:p.seg1])
+		if b.err != nil {
+			return
+		}
+		if !has {
+			b.final = b.final[:mark]
+		}
+		b.final = append(b.final, '}')
+	}
+	b.final = append(b.final, b.out[prev:]...)
+}
+
+const (
+	batchBytes   = 64 << 10 // a batch is handed over once it holds this much
+	poolMaxBytes = 4 << 20  // bytes in flight in the pool
+)
+
+func newJSONOut(w *bufio.Writer, showPHI bool, workers int) *jsonOut {
+	o := &jsonOut{w: w, cur: &outBatch{}}
+	if workers <= 0 {
+		o.enc = newDocEncoder(showPHI)
+		return o
+	}
+	o.maxJobs = 2*workers + 2
+	o.jobs = make(chan *outBatch, o.maxJobs)
+	o.batches = make(chan *outBatch, o.maxJobs)
+	o.werr = make(chan error, 1)
+	for range workers {
+		go func(enc *docEncoder) {
+			for b := range o.jobs {
+				b.render(enc)
+				close(b.done)
+			}
+		}(newDocEncoder(showPHI))
+	}
+	go o.write()
+	return o
+}
+
+// write is the pool's writer: it prints batches in order, each once
+// rendered.
+func (o *jsonOut) write() {
+	var err error
+	for b := range o.batches {
+		data := b.out
+		if b.done != nil {
+			<-b.done
+			data = b.final
+			if err == nil {
+				err = b.err
+			}
+		}
+		if err == nil {
+			_, err = o.w.Write(data)
+		}
+		close(b.wrote)
+	}
+	o.werr <- err
+}
+
+// buf returns the buffer envelope JSON is appended to.
+func (o *jsonOut) buf() *[]byte { return &o.cur.out }
+
+// set writes the set just read and its document.
+func (o *jsonOut) set(s *envelope.Set) error {
+	b := o.cur
+	b.out = envelope.AppendSetOpen(b.out, s)
+	switch {
+	case !wantsDocument(s.Type):
+		b.out = append(b.out, '}')
+	case o.jobs == nil:
+		mark := len(b.out)
+		b.out = append(b.out, `,"document":`...)
+		var has bool
+		var err error
+		b.out, has, err = o.enc.appendDoc(b.out, s.Type, s.Segments())
+		if err != nil {
+			return err
+		}
+		if !has {
+			b.out = b.out[:mark]
+		}
+		b.out = append(b.out, '}')
+	default:
+		// The pool parses a copy: the Reader reuses the segments' memory.
+		p := pendingSet{at: len(b.out), typ: s.Type, seg0: len(b.segs)}
+		for _, seg := range s.Segments() {
+			at := len(b.raw)
+			b.raw = append(b.raw, seg.Raw()...)
+			cp := envelope.NewSegment(b.raw[at:len(b.raw):len(b.raw)], seg.Delimiters())
+			cp.Offset, cp.Index = seg.Offset, seg.Index
+			b.segs = append(b.segs, cp)
+		}
+		p.seg1 = len(b.segs)
+		b.sets = append(b.sets, p)
+	}
+	if b.size() < batchBytes {
+		return nil
+	}
+	return o.flush()
+}
+
+// flush writes the current batch, or hands it to the pool.
+func (o *jsonOut) flush() error {
+	b := o.cur
+	o.started = true
+	if o.jobs == nil {
+		_, err := o.w.Write(b.out)
+		b.out = b.out[:0]
+		return err
+	}
+	for len(o.queue) > 0 && (len(o.queue) >= o.maxJobs || o.inQueue+b.size() > poolMaxBytes) {
+		old := o.queue[0]
+		<-old.wrote
+		o.queue = o.queue[1:]
+		o.inQueue -= old.size()
+		o.spare = append(o.spare, old)
+	}
+	b.wrote, b.done = make(chan struct{}), nil
+	if len(b.sets) > 0 {
+		b.done = make(chan struct{})
+		o.jobs <- b
+	}
+	o.batches <- b
+	o.queue = append(o.queue, b)
+	o.inQueue += b.size()
+	if n := len(o.spare); n > 0 {
+		o.cur = o.spare[n-1]
+		o.spare = o.spare[:n-1]
+		c := o.cur
+		c.out, c.sets, c.raw, c.segs, c.err = c.out[:0], c.sets[:0], c.raw[:0], c.segs[:0], nil
+	} else {
+		o.cur = &outBatch{}
+	}
+	return nil
+}
+
+// close writes what is left and stops the pool; the report's own members
+// can then be written to o.w.
+func (o *jsonOut) close() error {
+	if o.jobs == nil {
+		return o.flush()
+	}
+	if o.cur.size() > 0 {
+		o.flush()
+	}
+	return o.stop()
+}
+
+func (o *jsonOut) stop() error {
+	close(o.jobs)
+	close(o.batches)
+	return <-o.werr
+}
+
+// abort stops the pool, dropping what was not handed to the writer yet, and
+// reports whether any of the report reached o.w.
+func (o *jsonOut) abort() (started bool) {
+	o.cur.out = o.cur.out[:0]
+	if o.jobs != nil {
+		o.stop()
+	}
+	return o.started
+}

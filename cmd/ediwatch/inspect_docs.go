@@ -2,9 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
-	"fmt"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/process"
@@ -17,20 +14,15 @@ import (
 func wantsDocument(typ string) bool { return typ == "835" || typ == "837" }
 
 // docEncoder encodes the document `inspect --json` shows of a set: its
-// summary, or with --show-phi the whole document. Not safe for concurrent
-// use; each worker has its own.
+// summary, or with --show-phi the whole document, with the documents'
+// hand-written encoders and HTML escaping undone (inspect prints what
+// encoding/json prints with SetEscapeHTML(false)). Each worker has its
+// own.
 type docEncoder struct {
 	showPHI bool
-	buf     bytes.Buffer
-	enc     *json.Encoder
 }
 
-func newDocEncoder(showPHI bool) *docEncoder {
-	d := &docEncoder{showPHI: showPHI}
-	d.enc = json.NewEncoder(&d.buf)
-	d.enc.SetEscapeHTML(false)
-	return d
-}
+func newDocEncoder(showPHI bool) *docEncoder { return &docEncoder{showPHI: showPHI} }
 
 // appendDoc appends the JSON of the document of the set of type typ made of
 // segs, and reports whether it has one.
@@ -42,23 +34,30 @@ func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) 
 	case "837":
 		ps.Claims, _ = claim.Parse(segs)
 	}
-	var doc any
+	from := len(dst)
+	var has bool
 	switch {
 	case d.showPHI && ps.Payment != nil:
-		doc = ps.Payment
+		dst, has = ps.Payment.AppendJSON(dst), true
 	case d.showPHI && ps.Claims != nil:
-		doc = ps.Claims
+		dst, has = appendClaims(dst, ps.Claims), true
 	default:
-		doc = ps.Summary()
+		dst, has = ps.AppendSummaryJSON(dst)
 	}
-	if doc == nil {
-		return dst, false, nil
+	return envelope.UnescapeHTML(dst, from), has, nil
+}
+
+// appendClaims appends claims as a JSON array, as encoding/json writes a
+// non-nil slice.
+func appendClaims(dst []byte, claims []claim.Claim) []byte {
+	dst = append(dst, '[')
+	for i := range claims {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = claims[i].AppendJSON(dst)
 	}
-	d.buf.Reset()
-	if err := d.enc.Encode(doc); err != nil {
-		return dst, false, fmt.Errorf("encode document: %w", err)
-	}
-	return append(dst, bytes.TrimSuffix(d.buf.Bytes(), []byte{'\n'})...), true, nil
+	return append(dst, ']')
 }
 
 // jsonOut writes the JSON report of one file in file order. Envelope parts

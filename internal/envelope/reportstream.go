@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"bytes"
 	"encoding/hex"
 	"slices"
 	"strconv"
@@ -152,13 +153,38 @@ func (r *Reader) errorFloor() int64 {
 }
 
 // AppendJSONString appends s as a JSON string, escaped exactly as
-// encoding/json escapes it with HTML escaping off.
-func AppendJSONString(dst []byte, s string) []byte {
+// encoding/json escapes it with HTML escaping off (what `inspect --json`
+// prints).
+func AppendJSONString(dst []byte, s string) []byte { return appendJSONString(dst, s, &jsonSafe) }
+
+// AppendJSONStringHTML appends s as a JSON string exactly as json.Marshal
+// writes it: like AppendJSONString, and <, > and & escaped as \u003c,
+// \u003e and \u0026 (the effect payloads, whose hashes are taken over
+// those bytes).
+func AppendJSONStringHTML(dst []byte, s string) []byte {
+	return appendJSONString(dst, s, &jsonHTMLSafe)
+}
+
+// jsonSafe and jsonHTMLSafe tell the ASCII bytes a JSON string holds as
+// they are, without and with HTML escaping.
+var jsonSafe, jsonHTMLSafe = func() (plain, html [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		plain[b] = b != '"' && b != '\\'
+		html[b] = plain[b] && b != '<' && b != '>' && b != '&'
+	}
+	return
+}()
+
+// appendJSONString is encoding/json's string encoding: control characters
+// as \b, \f, \n, \r, \t or \u00XX, U+2028 and U+2029 escaped, each byte
+// of invalid UTF-8 replaced by \ufffd, and the ASCII bytes safe says are
+// not safe escaped.
+func appendJSONString(dst []byte, s string, safe *[utf8.RuneSelf]bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		b := s[i]
-		if b >= 0x20 && b < utf8.RuneSelf && b != '"' && b != '\\' {
+		if b < utf8.RuneSelf && safe[b] {
 			i++
 			continue
 		}
@@ -203,6 +229,52 @@ func AppendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// UnescapeHTML turns the HTML escapes json.Marshal writes (\u003c, \u003e,
+// \u0026) in the JSON text dst[from:] back into <, > and &, in place, and
+// returns the shortened dst: the bytes an encoder with HTML escaping off
+// writes. Every backslash in JSON text begins an escape inside a string, so
+// reading escapes from the start is exact.
+func UnescapeHTML(dst []byte, from int) []byte {
+	i := from + bytes.IndexByte(dst[from:], '\\')
+	if i < from {
+		return dst
+	}
+	w := i
+	for i < len(dst) {
+		c := dst[i]
+		if c != '\\' || i+1 == len(dst) {
+			dst[w] = c
+			w, i = w+1, i+1
+			continue
+		}
+		if r, ok := htmlEscaped(dst[i:]); ok {
+			dst[w] = r
+			w, i = w+1, i+6
+			continue
+		}
+		dst[w], dst[w+1] = dst[i], dst[i+1] // any other escape, as it is
+		w, i = w+2, i+2
+	}
+	return dst[:w]
+}
+
+// htmlEscaped reports the character b begins with the escape of, when it is
+// one of json.Marshal's HTML escapes.
+func htmlEscaped(b []byte) (byte, bool) {
+	if len(b) < 6 || b[1] != 'u' || b[2] != '0' || b[3] != '0' {
+		return 0, false
+	}
+	switch string(b[4:6]) {
+	case "3c":
+		return '<', true
+	case "3e":
+		return '>', true
+	case "26":
+		return '&', true
+	}
+	return 0, false
 }
 
 const hexDigits = "0123456789abcdef"

@@ -174,3 +174,32 @@ func TestAppendErrorJSONIsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestUnescapeHTMLIsEncodingWithoutHTMLEscaping: a string encoded the way
+// json.Marshal does it, then unescaped, is the string encoded with HTML
+// escaping off, byte for byte, even where the string itself holds a
+// backslash followed by "u0026".
+func TestUnescapeHTMLIsEncodingWithoutHTMLEscaping(t *testing.T) {
+	pieces := []string{"a", "<", ">", "&", `\`, `\u0026`, `\\u003c`, "u003e", `"`, "\n", "\x01", "\u2028", "\xff", "é", ""}
+	r := rand.New(rand.NewPCG(7, 11))
+	for range 20000 {
+		var s []byte
+		for n := r.IntN(8); n > 0; n-- {
+			s = append(s, pieces[r.IntN(len(pieces))]...)
+		}
+		html := AppendJSONStringHTML([]byte(`{"x":`), string(s))
+		if want, _ := json.Marshal(string(s)); !bytes.Equal(html[5:], want) {
+			t.Fatalf("AppendJSONStringHTML(%q) = %s, json.Marshal writes %s", s, html[5:], want)
+		}
+		got := UnescapeHTML(html, 5)
+		var plain bytes.Buffer
+		enc := json.NewEncoder(&plain)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(string(s)); err != nil {
+			t.Fatal(err)
+		}
+		if want := append([]byte(`{"x":`), bytes.TrimSuffix(plain.Bytes(), []byte("\n"))...); !bytes.Equal(got, want) {
+			t.Fatalf("UnescapeHTML of %q = %s, want %s", s, got, want)
+		}
+	}
+}

@@ -17,9 +17,12 @@ func wantsDocument(typ string) bool { return typ == "835" || typ == "837" }
 // summary, or with --show-phi the whole document, with the documents'
 // hand-written encoders and HTML escaping undone (inspect prints what
 // encoding/json prints with SetEscapeHTML(false)). Each worker has its
-// own.
+// own: its parsers reuse their memory from set to set, as each document
+// is encoded before the next set is parsed.
 type docEncoder struct {
 	showPHI bool
+	remit   remit.Parser
+	claim   claim.Parser
 }
 
 func newDocEncoder(showPHI bool) *docEncoder { return &docEncoder{showPHI: showPHI} }
@@ -30,9 +33,9 @@ func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) 
 	var ps process.Set
 	switch typ {
 	case "835":
-		ps.Payment, _ = remit.Parse(segs)
+		ps.Payment, _ = d.remit.Parse(segs)
 	case "837":
-		ps.Claims, _ = claim.Parse(segs)
+		ps.Claims, _ = d.claim.Parse(segs)
 	}
 	from := len(dst)
 	var has bool

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"unsafe"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -82,7 +83,9 @@ type Line struct {
 // parser reads one set. The strings of the claims are substrings of the
 // set's text, and the lists of its claims and lines share one backing
 // array per kind (sized by a first look at the segment identifiers), so a
-// set costs a handful of allocations, not several per claim.
+// set costs a handful of allocations, not several per claim. A parser that
+// reads set after set (Parser) keeps these arrays and the text buffer and
+// only grows them.
 type parser struct {
 	segs     []envelope.Segment
 	f        x12.Fields // the current segment
@@ -91,24 +94,86 @@ type parser struct {
 	claims   []Claim
 	kind     string
 	dates    x12.Strings
+	reuse    bool   // the arrays are kept from set to set
+	text     []byte // the set's segments back to back
 
 	lines     []Line
 	mods      []string
 	diagnoses []Diagnosis
 	dateOfs   []DateOf
+	members   []Member // patients (2010CA)
 }
 
 // Parse reads the segments of one 837 set, ST to SE, and returns its claims
 // in order and the problems found. A set with rejecting problems posts
 // nothing.
 func Parse(segs []envelope.Segment) ([]Claim, []x12.Problem) {
-	ps := parser{segs: segs, kind: "professional"}
+	var ps parser
+	return ps.read(segs)
+}
+
+// Parser reads 837 sets one after another and reuses its memory from one
+// set to the next: once warmed up by sets of a size, a set costs almost no
+// allocation. What Parse returns (the claims, their lists and strings, the
+// problems) belongs to the Parser and is valid only until the next call
+// to Parse; use the package-level Parse for claims to keep. The zero
+// Parser is ready to use; a Parser is not safe for concurrent use.
+type Parser struct {
+	ps parser
+}
+
+// Parse reads the segments of one 837 set, ST to SE, as the package-level
+// Parse does; the result is valid until the next call.
+func (p *Parser) Parse(segs []envelope.Segment) ([]Claim, []x12.Problem) {
+	p.ps.reuse = true
+	claims, problems := p.ps.read(segs)
+	p.ps.segs = nil
+	if len(claims) == 0 {
+		claims = nil // as a fresh parse returns them
+	}
+	if len(problems) == 0 {
+		problems = nil
+	}
+	return claims, problems
+}
+
+// read parses segs.
+func (ps *parser) read(segs []envelope.Segment) ([]Claim, []x12.Problem) {
+	ps.segs, ps.problems, ps.kind = segs, ps.problems[:0], "professional"
 	if len(segs) > 0 && bytes.Contains(segs[0].Elem(3), []byte("X223")) {
 		ps.kind = "institutional"
 	}
 	ps.size()
 	ps.parse()
 	return ps.claims, ps.problems
+}
+
+// arena returns a[:0] when it holds n elements, else a new array for n.
+func arena[T any](a []T, n int) []T {
+	if cap(a) < n {
+		return make([]T, 0, n)
+	}
+	return a[:0]
+}
+
+// copyText copies the set's segments back to back into ps.text (grown
+// only when too small) and returns them as one string, which aliases
+// ps.text: one allocation for the whole set, none when the buffer is
+// reused.
+func (ps *parser) copyText() string {
+	n := 0
+	for i := range ps.segs {
+		n += len(ps.segs[i].Raw())
+	}
+	b := arena(ps.text, n)
+	for i := range ps.segs {
+		b = append(b, ps.segs[i].Raw()...)
+	}
+	ps.text = b
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // Packed identifiers of the segments size counts (x12.SegmentID).
@@ -118,12 +183,13 @@ const (
 	idOfSV2 = uint32('S')<<16 | uint32('V')<<8 | uint32('2')
 	idOfHI  = uint32('H')<<8 | uint32('I')
 	idOfDTP = uint32('D')<<16 | uint32('T')<<8 | uint32('P')
+	idOfHL  = uint32('H')<<8 | uint32('L')
 )
 
 // size counts the segments that become list elements and sizes the
 // shared arrays for them.
 func (ps *parser) size() {
-	var claims, lines, diagnoses, dates int
+	var claims, lines, diagnoses, dates, patients int
 	for i := 1; i < len(ps.segs)-1; i++ {
 		raw := ps.segs[i].Raw()
 		es := ps.segs[i].Delimiters().Element
@@ -136,16 +202,26 @@ func (ps *parser) size() {
 			diagnoses += bytes.Count(raw, []byte{es}) // one per element, short of repetitions
 		case idOfDTP:
 			dates++
+		case idOfHL:
+			patients++ // at most one per level
 		}
 	}
-	if claims > 0 {
-		ps.claims = make([]Claim, 0, claims)
+	switch {
+	case claims > 0:
+		ps.claims = arena(ps.claims, claims)
+	case ps.reuse:
+		ps.claims = ps.claims[:0]
 	}
-	ps.lines = make([]Line, 0, lines)
-	ps.mods = make([]string, 0, lines/2)
-	ps.diagnoses = make([]Diagnosis, 0, diagnoses)
-	ps.dateOfs = make([]DateOf, 0, dates)
+	ps.lines = arena(ps.lines, lines)
+	ps.mods = arena(ps.mods, lines/2)
+	ps.diagnoses = arena(ps.diagnoses, diagnoses)
+	ps.dateOfs = arena(ps.dateOfs, dates)
+	ps.members = arena(ps.members, patients)
 	ps.dates.Block = 10 * dates
+	if ps.reuse {
+		// Dates are carved from blocks shared by the sets that follow.
+		ps.dates.Block = max(ps.dates.Block, 16<<10)
+	}
 }
 
 func (ps *parser) problem(reject bool, loop, segCode string, elem, comp int, ref, code, value, msg string, claim *Claim) {
@@ -183,14 +259,18 @@ func (ps *parser) parse() {
 		lineNo     string
 	)
 	f := &ps.f
-	text := x12.NewText(ps.segs)
-	d := text.Delimiters()
+	text := ps.copyText()
+	var d envelope.Delimiters
+	next := 0
 	if len(ps.segs) > 0 {
-		text.Next(len(ps.segs[0].Raw())) // ST
+		d = ps.segs[0].Delimiters()
+		next = len(ps.segs[0].Raw()) // ST
 	}
 	for i := 1; i < len(ps.segs)-1; i++ {
 		ps.i = i
-		f.Split(text.Next(len(ps.segs[i].Raw())), d)
+		n := len(ps.segs[i].Raw())
+		f.Split(text[next:next+n], d)
+		next += n
 		switch id := f.ID(); id {
 		case "HL":
 			level, claim, line = f.Str(3), nil, nil
@@ -201,7 +281,8 @@ func (ps *parser) parse() {
 			case "22":
 				subscriber, patient, payer = Member{}, nil, Payer{}
 			case "23":
-				patient = &Member{}
+				ps.members = append(ps.members, Member{})
+				patient = &ps.members[len(ps.members)-1]
 			}
 		case "SBR":
 			subscriber.Payer, subscriber.Relationship = f.Str(1), f.Str(2)

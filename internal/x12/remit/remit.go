@@ -7,6 +7,7 @@ package remit
 import (
 	"bytes"
 	"fmt"
+	"unsafe"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -150,7 +151,9 @@ const (
 // parser reads one set. The strings of the payment are substrings of the
 // set's text, and the lists of its claims and lines share one backing
 // array per kind (sized by a first look at the segment identifiers), so a
-// set costs a handful of allocations, not several per claim.
+// set costs a handful of allocations, not several per claim. A parser that
+// reads set after set (Parser) keeps these arrays and the text buffer and
+// only grows them.
 type parser struct {
 	segs     []envelope.Segment
 	f        x12.Fields // the current segment
@@ -158,7 +161,11 @@ type parser struct {
 	problems []x12.Problem
 	p        *Payment
 	dates    x12.Strings
+	reuse    bool   // the arrays are kept from set to set
+	text     []byte // the set's segments back to back
 
+	claims  []Claim
+	plbs    []PLB
 	people  []Person
 	dateOfs []DateOf
 	refs    []Ref
@@ -173,11 +180,69 @@ type parser struct {
 // payment and the problems found; a set with problems is rejected and
 // posts nothing, but the payment is returned as far as it could be read.
 func Parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
-	ps := parser{segs: segs, p: &Payment{}}
+	ps := parser{p: &Payment{}}
+	return ps.read(segs)
+}
+
+// Parser reads 835 sets one after another and reuses its memory from one
+// set to the next: once warmed up by sets of a size, a set costs almost no
+// allocation. What Parse returns (the payment, its lists and strings, the
+// problems) belongs to the Parser and is valid only until the next call
+// to Parse; use the package-level Parse for a payment to keep. The zero
+// Parser is ready to use; a Parser is not safe for concurrent use.
+type Parser struct {
+	ps  parser
+	pay Payment
+}
+
+// Parse reads the segments of one 835 set, ST to SE, as the package-level
+// Parse does; the result is valid until the next call.
+func (p *Parser) Parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
+	p.pay = Payment{}
+	p.ps.p, p.ps.reuse = &p.pay, true
+	pay, problems := p.ps.read(segs)
+	p.ps.segs = nil
+	if len(problems) == 0 {
+		problems = nil // as a fresh parse returns them
+	}
+	return pay, problems
+}
+
+// read parses segs into ps.p.
+func (ps *parser) read(segs []envelope.Segment) (*Payment, []x12.Problem) {
+	ps.segs, ps.problems = segs, ps.problems[:0]
 	ps.size()
 	ps.parse()
 	ps.p.Balance = balance(ps.p)
 	return ps.p, ps.problems
+}
+
+// arena returns a[:0] when it holds n elements, else a new array for n.
+func arena[T any](a []T, n int) []T {
+	if cap(a) < n {
+		return make([]T, 0, n)
+	}
+	return a[:0]
+}
+
+// copyText copies the set's segments back to back into ps.text (grown
+// only when too small) and returns them as one string, which aliases
+// ps.text: one allocation for the whole set, none when the buffer is
+// reused.
+func (ps *parser) copyText() string {
+	n := 0
+	for i := range ps.segs {
+		n += len(ps.segs[i].Raw())
+	}
+	b := arena(ps.text, n)
+	for i := range ps.segs {
+		b = append(b, ps.segs[i].Raw()...)
+	}
+	ps.text = b
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // Packed identifiers of the segments size counts (x12.SegmentID).
@@ -216,18 +281,24 @@ func (ps *parser) size() {
 			plbs++
 		}
 	}
-	ps.p.Claims = make([]Claim, 0, claims)
-	ps.lines = make([]Line, 0, lines)
-	ps.mods = make([]string, 0, lines/2)
-	ps.adjs = make([]Adjustment, 0, adjs)
-	ps.people = make([]Person, 0, people)
-	ps.dateOfs = make([]DateOf, 0, dates)
-	ps.refs = make([]Ref, 0, refs)
-	ps.moneys = make([]x12.Money, 0, claims)
+	ps.claims = arena(ps.claims, claims)
+	ps.p.Claims = ps.claims
+	ps.lines = arena(ps.lines, lines)
+	ps.mods = arena(ps.mods, lines/2)
+	ps.adjs = arena(ps.adjs, adjs)
+	ps.people = arena(ps.people, people)
+	ps.dateOfs = arena(ps.dateOfs, dates)
+	ps.refs = arena(ps.refs, refs)
+	ps.moneys = arena(ps.moneys, claims)
 	ps.dates.Block = 10 * (dates + 2)
+	if ps.reuse {
+		// Dates are carved from blocks shared by the sets that follow.
+		ps.dates.Block = max(ps.dates.Block, 16<<10)
+	}
 	if plbs > 0 {
-		ps.p.ProviderAdjustments = make([]PLB, 0, plbs)
-		ps.plbAdjs = make([]PLBAdjusted, 0, 2*plbs)
+		ps.plbs = arena(ps.plbs, plbs)
+		ps.p.ProviderAdjustments = ps.plbs
+		ps.plbAdjs = arena(ps.plbAdjs, 2*plbs)
 	}
 }
 
@@ -319,14 +390,18 @@ func (ps *parser) parse() {
 	var party *Party
 	var claim *Claim
 	var line *Line
-	text := x12.NewText(ps.segs)
-	d := text.Delimiters()
+	text := ps.copyText()
+	var d envelope.Delimiters
+	next := 0
 	if len(ps.segs) > 0 {
-		text.Next(len(ps.segs[0].Raw())) // ST
+		d = ps.segs[0].Delimiters()
+		next = len(ps.segs[0].Raw()) // ST
 	}
 	for i := 1; i < len(ps.segs)-1; i++ {
 		ps.i = i
-		f.Split(text.Next(len(ps.segs[i].Raw())), d)
+		n := len(ps.segs[i].Raw())
+		f.Split(text[next:next+n], d)
+		next += n
 		switch f.ID() {
 		case "BPR":
 			bpr = true

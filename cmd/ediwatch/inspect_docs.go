@@ -30,6 +30,12 @@ func newDocEncoder(showPHI bool) *docEncoder { return &docEncoder{showPHI: showP
 // appendDoc appends the JSON of the document of the set of type typ made of
 // segs, and reports whether it has one.
 func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) ([]byte, bool, error) {
+	from := len(dst)
+	if typ == "835" && !d.showPHI {
+		// The summary alone: read only the segments that decide it.
+		sum := d.remit.Summary(segs)
+		return envelope.UnescapeHTML(sum.AppendJSON(dst), from), true, nil
+	}
 	var ps process.Set
 	switch typ {
 	case "835":
@@ -37,7 +43,6 @@ func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) 
 	case "837":
 		ps.Claims, _ = d.claim.Parse(segs)
 	}
-	from := len(dst)
 	var has bool
 	switch {
 	case d.showPHI && ps.Payment != nil:

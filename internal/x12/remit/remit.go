@@ -162,6 +162,7 @@ type parser struct {
 	p        *Payment
 	dates    x12.Strings
 	reuse    bool   // the arrays are kept from set to set
+	lean     bool   // read only what the Summary needs
 	text     []byte // the set's segments back to back
 
 	claims  []Claim
@@ -198,6 +199,21 @@ type Parser struct {
 // Parse reads the segments of one 835 set, ST to SE, as the package-level
 // Parse does; the result is valid until the next call.
 func (p *Parser) Parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
+	p.ps.lean = false
+	return p.parse(segs)
+}
+
+// Summary returns the Summary of the payment Parse(segs) returns, read
+// from the segments that decide it (the amounts, the trace, the claims)
+// and skipping the rest: names, dates, references, procedure codes. Its
+// strings are valid until the next call.
+func (p *Parser) Summary(segs []envelope.Segment) Summary {
+	p.ps.lean = true
+	pay, _ := p.parse(segs)
+	return pay.Summary()
+}
+
+func (p *Parser) parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
 	p.pay = Payment{}
 	p.ps.p, p.ps.reuse = &p.pay, true
 	pay, problems := p.ps.read(segs)
@@ -245,7 +261,8 @@ func (ps *parser) copyText() string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// Packed identifiers of the segments size counts (x12.SegmentID).
+// Packed identifiers of the segments size counts and a summary reads
+// (x12.SegmentID).
 const (
 	idOfCLP = uint32('C')<<16 | uint32('L')<<8 | uint32('P')
 	idOfSVC = uint32('S')<<16 | uint32('V')<<8 | uint32('C')
@@ -254,7 +271,21 @@ const (
 	idOfDTM = uint32('D')<<16 | uint32('T')<<8 | uint32('M')
 	idOfREF = uint32('R')<<16 | uint32('E')<<8 | uint32('F')
 	idOfPLB = uint32('P')<<16 | uint32('L')<<8 | uint32('B')
+	idOfBPR = uint32('B')<<16 | uint32('P')<<8 | uint32('R')
+	idOfTRN = uint32('T')<<16 | uint32('R')<<8 | uint32('N')
 )
+
+// decidesSummary reports whether a segment of the identifier id (packed
+// as by x12.SegmentID) changes a payment's Summary or the state the
+// segments that do are read in: DTM, N1, NM1, REF, LX and the segments
+// parse ignores do not (they only fill names, dates and references).
+func decidesSummary(id uint32) bool {
+	switch id {
+	case idOfBPR, idOfTRN, idOfCLP, idOfCAS, idOfSVC, idOfPLB:
+		return true
+	}
+	return false
+}
 
 // size counts the segments that become list elements and sizes the
 // shared arrays for them.
@@ -399,9 +430,13 @@ func (ps *parser) parse() {
 	}
 	for i := 1; i < len(ps.segs)-1; i++ {
 		ps.i = i
-		n := len(ps.segs[i].Raw())
-		f.Split(text[next:next+n], d)
-		next += n
+		raw := ps.segs[i].Raw()
+		seg := text[next : next+len(raw)]
+		next += len(raw)
+		if ps.lean && !decidesSummary(x12.SegmentID(raw, d.Element)) {
+			continue
+		}
+		f.Split(seg, d)
 		switch f.ID() {
 		case "BPR":
 			bpr = true
@@ -508,7 +543,9 @@ func (ps *parser) parse() {
 			}
 			claim.Lines = x12.AppendShared(&ps.lines, claim.Lines, Line{})
 			line = &claim.Lines[len(claim.Lines)-1]
-			ps.procedure(line)
+			if !ps.lean {
+				ps.procedure(line)
+			}
 			line.Charge, _ = ps.money(2, "2110", true)
 			line.Paid, _ = ps.money(3, "2110", true)
 			line.RevenueCode = f.Str(4)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
@@ -11,6 +12,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/x12/claim"
 	"github.com/ediwatch/ediwatch/internal/x12/remit"
 	"github.com/ediwatch/ediwatch/internal/x12/x12test"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 // encodeNoHTML is what inspect printed a document as before the
@@ -94,5 +96,73 @@ func TestDocumentsAreEncodingJSONWithoutHTMLEscaping(t *testing.T) {
 	}
 	if lists < 100 {
 		t.Fatalf("only %d random claim lists checked", lists)
+	}
+}
+
+// TestOneDocEncoderPerWorkerPrintsWhatFreshParsesPrint: a docEncoder, whose
+// parsers reuse their memory from set to set, prints for every 835 and 837
+// set of the corpus and of generated files, read forwards and then
+// backwards (big sets followed by small ones), the bytes a fresh parse of
+// the set prints, summary and --show-phi document alike.
+func TestOneDocEncoderPerWorkerPrintsWhatFreshParsesPrint(t *testing.T) {
+	type set struct {
+		typ  string
+		segs []envelope.Segment
+	}
+	var sets []set
+	for _, typ := range []string{"835", "837"} {
+		for _, ss := range x12test.CorpusSets(t, typ) {
+			for _, segs := range ss {
+				sets = append(sets, set{typ, segs})
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := (x12gen.Remit{SetsPerGroup: 2, ClaimsPerSet: 30, LinesPerClaim: 4}).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, segs := range x12test.Sets(t, buf.Bytes(), "835") {
+		sets = append(sets, set{"835", segs})
+	}
+	buf.Reset()
+	if err := (x12gen.Claims{Claims: 25}).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, segs := range x12test.Sets(t, buf.Bytes(), "837") {
+		sets = append(sets, set{"837", segs})
+	}
+	backwards := slices.Clone(sets)
+	slices.Reverse(backwards)
+	sets = append(sets, backwards...)
+	for _, phi := range []bool{false, true} {
+		fresh := func(typ string, segs []envelope.Segment) []byte {
+			var ps process.Set
+			switch typ {
+			case "835":
+				ps.Payment, _ = remit.Parse(segs)
+			case "837":
+				ps.Claims, _ = claim.Parse(segs)
+			}
+			var b []byte
+			switch {
+			case phi && ps.Payment != nil:
+				b = ps.Payment.AppendJSON(nil)
+			case phi && ps.Claims != nil:
+				b = appendClaims(nil, ps.Claims)
+			default:
+				b, _ = ps.AppendSummaryJSON(nil)
+			}
+			return envelope.UnescapeHTML(b, 0)
+		}
+		enc := newDocEncoder(phi)
+		for i, s := range sets {
+			got, has, err := enc.appendDoc(nil, s.typ, s.segs)
+			if err != nil || !has {
+				t.Fatalf("set %d: appendDoc: %v, %v", i, has, err)
+			}
+			if want := fresh(s.typ, s.segs); !bytes.Equal(got, want) {
+				t.Fatalf("set %d (%s, show-phi %v):\n got %s\nwant %s", i, s.typ, phi, got, want)
+			}
+		}
 	}
 }

@@ -31,10 +31,19 @@ func newDocEncoder(showPHI bool) *docEncoder { return &docEncoder{showPHI: showP
 // segs, and reports whether it has one.
 func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) ([]byte, bool, error) {
 	from := len(dst)
-	if typ == "835" && !d.showPHI {
+	if !d.showPHI {
 		// The summary alone: read only the segments that decide it.
-		sum := d.remit.Summary(segs)
-		return envelope.UnescapeHTML(sum.AppendJSON(dst), from), true, nil
+		switch typ {
+		case "835":
+			sum := d.remit.Summary(segs)
+			return envelope.UnescapeHTML(sum.AppendJSON(dst), from), true, nil
+		case "837":
+			sum, has := d.claim.Summary(segs)
+			if !has {
+				return dst, false, nil
+			}
+			return envelope.UnescapeHTML(sum.AppendJSON(dst), from), true, nil
+		}
 	}
 	var ps process.Set
 	switch typ {

@@ -95,6 +95,7 @@ type parser struct {
 	kind     string
 	dates    x12.Strings
 	reuse    bool   // the arrays are kept from set to set
+	lean     bool   // read only what the Summary needs
 	text     []byte // the set's segments back to back
 
 	lines     []Line
@@ -125,6 +126,20 @@ type Parser struct {
 // Parse reads the segments of one 837 set, ST to SE, as the package-level
 // Parse does; the result is valid until the next call.
 func (p *Parser) Parse(segs []envelope.Segment) ([]Claim, []x12.Problem) {
+	p.ps.lean = false
+	return p.parse(segs)
+}
+
+// Summary returns Summarize of the claims Parse(segs) returns, and
+// whether there are any (a set of no claim shows no document), read from
+// the CLM segments alone.
+func (p *Parser) Summary(segs []envelope.Segment) (Summary, bool) {
+	p.ps.lean = true
+	claims, _ := p.parse(segs)
+	return Summarize(claims), claims != nil
+}
+
+func (p *Parser) parse(segs []envelope.Segment) ([]Claim, []x12.Problem) {
 	p.ps.reuse = true
 	claims, problems := p.ps.read(segs)
 	p.ps.segs = nil
@@ -268,9 +283,13 @@ func (ps *parser) parse() {
 	}
 	for i := 1; i < len(ps.segs)-1; i++ {
 		ps.i = i
-		n := len(ps.segs[i].Raw())
-		f.Split(text[next:next+n], d)
-		next += n
+		raw := ps.segs[i].Raw()
+		seg := text[next : next+len(raw)]
+		next += len(raw)
+		if ps.lean && x12.SegmentID(raw, d.Element) != idOfCLM {
+			continue // a claim's charge and count are on its CLM
+		}
+		f.Split(seg, d)
 		switch id := f.ID(); id {
 		case "HL":
 			level, claim, line = f.Str(3), nil, nil

@@ -94,16 +94,20 @@ func reuseSets(t *testing.T) []namedSet {
 // TestReusedParserEqualsFreshParse: a Parser reading set after set, the
 // whole list forwards and then backwards, returns for each exactly what a
 // fresh Parse returns: deeply equal claims and problems (nil when there are
-// none, as a fresh parse returns them) and the same JSON. Nothing of an
-// earlier set shows in a later one.
+// none, as a fresh parse returns them) and the same JSON; and its Summary
+// is that of the fresh claims. Nothing of an earlier set shows in a later
+// one.
 func TestReusedParserEqualsFreshParse(t *testing.T) {
 	sets := reuseSets(t)
 	order := slices.Clone(sets)
 	slices.Reverse(order)
 	order = append(slices.Clone(sets), order...)
-	var reused Parser
+	var reused, summaries Parser
 	for i, s := range order {
 		want, wantProbs := Parse(s.segs)
+		if sum, has := summaries.Summary(s.segs); sum != Summarize(want) || has != (want != nil) {
+			t.Errorf("set %d (%s): summary %+v (%v), want %+v (%v)", i, s.name, sum, has, Summarize(want), want != nil)
+		}
 		got, gotProbs := reused.Parse(s.segs)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("set %d (%s): reused claims differ\n got %+v\nwant %+v", i, s.name, got, want)
@@ -146,6 +150,7 @@ func TestReusedParserLeavesFreshResultsAlone(t *testing.T) {
 	for range 2 {
 		for _, s := range sets {
 			reused.Parse(s.segs)
+			reused.Summary(s.segs)
 		}
 	}
 	for i, c := range docs {
@@ -166,9 +171,11 @@ func TestReusedParserAllocatesAlmostNothing(t *testing.T) {
 	segs := x12test.Sets(t, buf.Bytes(), "837")[0]
 	var p Parser
 	p.Parse(segs)
+	p.Summary(segs)
 	reused := testing.AllocsPerRun(200, func() { p.Parse(segs) })
+	summary := testing.AllocsPerRun(200, func() { p.Summary(segs) })
 	fresh := testing.AllocsPerRun(20, func() { Parse(segs) })
-	if reused > 0.2 {
-		t.Errorf("a reused parse allocates %.2f times per set (a fresh parse %.0f)", reused, fresh)
+	if reused > 0.2 || summary > 0.2 {
+		t.Errorf("a reused parse allocates %.2f times per set, a summary %.2f (a fresh parse %.0f)", reused, summary, fresh)
 	}
 }

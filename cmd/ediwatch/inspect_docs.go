@@ -23,6 +23,7 @@ type docEncoder struct {
 	showPHI bool
 	remit   remit.Parser
 	claim   claim.Parser
+	segs    []envelope.Segment // a pending set's segments, rebuilt
 }
 
 func newDocEncoder(showPHI bool) *docEncoder { return &docEncoder{showPHI: showPHI} }
@@ -103,8 +104,8 @@ type jsonOut struct {
 type outBatch struct {
 	out   []byte
 	sets  []pendingSet
-	raw   []byte // the pending sets' segments, copied
-	segs  []envelope.Segment
+	raw   []byte // the pending sets' segments, copied back to back
+	ends  []int  // where each segment ends in raw
 	final []byte // out with the documents, once rendered
 	err   error
 	done  chan struct{} // closed when rendered
@@ -112,14 +113,30 @@ type outBatch struct {
 }
 
 // pendingSet is a set whose JSON in out ends at at, before its document
-// and closing brace.
+// and closing brace; its segments end at ends[seg0:seg1].
 type pendingSet struct {
 	at         int
 	typ        string
+	d          envelope.Delimiters
 	seg0, seg1 int
 }
 
 func (b *outBatch) size() int { return len(b.out) + len(b.raw) }
+
+// segments appends the segments of the pending set p, made of the copied
+// bytes, to dst. (The documents need neither their offsets nor their
+// indexes in the file.)
+func (b *outBatch) segments(dst []envelope.Segment, p pendingSet) []envelope.Segment {
+	start := 0
+	if p.seg0 > 0 {
+		start = b.ends[p.seg0-1]
+	}
+	for _, end := range b.ends[p.seg0:p.seg1] {
+		dst = append(dst, envelope.NewSegment(b.raw[start:end:end], p.d))
+		start = end
+	}
+	return dst
+}
 
 // render parses the pending sets' documents and builds final.
 func (b *outBatch) render(enc *docEncoder) {
@@ -131,7 +148,8 @@ func (b *outBatch) render(enc *docEncoder) {
 		mark := len(b.final)
 		b.final = append(b.final, `,"document":`...)
 		var has bool
-		b.final, has, b.err = enc.appendDoc(b.final, p.typ, b.segs[p.seg0:p.seg1])
+		enc.segs = b.segments(enc.segs[:0], p)
+		b.final, has, b.err = enc.appendDoc(b.final, p.typ, enc.segs)
 		if b.err != nil {
 			return
 		}
@@ -216,15 +234,18 @@ func (o *jsonOut) set(s *envelope.Set) error {
 		b.out = append(b.out, '}')
 	default:
 		// The pool parses a copy: the Reader reuses the segments' memory.
-		p := pendingSet{at: len(b.out), typ: s.Type, seg0: len(b.segs)}
-		for _, seg := range s.Segments() {
-			at := len(b.raw)
-			b.raw = append(b.raw, seg.Raw()...)
-			cp := envelope.NewSegment(b.raw[at:len(b.raw):len(b.raw)], seg.Delimiters())
-			cp.Offset, cp.Index = seg.Offset, seg.Index
-			b.segs = append(b.segs, cp)
+		// Only the bytes are copied here, the reading goroutine's work;
+		// the worker makes segments of them.
+		segs := s.Segments()
+		p := pendingSet{at: len(b.out), typ: s.Type, seg0: len(b.ends)}
+		if len(segs) > 0 {
+			p.d = segs[0].Delimiters()
 		}
-		p.seg1 = len(b.segs)
+		for i := range segs {
+			b.raw = append(b.raw, segs[i].Raw()...)
+			b.ends = append(b.ends, len(b.raw))
+		}
+		p.seg1 = len(b.ends)
 		b.sets = append(b.sets, p)
 	}
 	if b.size() < batchBytes {
@@ -261,7 +282,7 @@ func (o *jsonOut) flush() error {
 		o.cur = o.spare[n-1]
 		o.spare = o.spare[:n-1]
 		c := o.cur
-		c.out, c.sets, c.raw, c.segs, c.err = c.out[:0], c.sets[:0], c.raw[:0], c.segs[:0], nil
+		c.out, c.sets, c.raw, c.ends, c.err = c.out[:0], c.sets[:0], c.raw[:0], c.ends[:0], nil
 	} else {
 		o.cur = &outBatch{}
 	}

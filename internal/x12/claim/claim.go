@@ -136,7 +136,7 @@ func (p *Parser) Parse(segs []envelope.Segment) ([]Claim, []x12.Problem) {
 func (p *Parser) Summary(segs []envelope.Segment) (Summary, bool) {
 	p.ps.lean = true
 	claims, _ := p.parse(segs)
-	return Summarize(claims), claims != nil
+	return Summarize(claims), claims != nil // a Summary holds no text of segs
 }
 
 func (p *Parser) parse(segs []envelope.Segment) ([]Claim, []x12.Problem) {
@@ -185,6 +185,12 @@ func (ps *parser) copyText() string {
 		b = append(b, ps.segs[i].Raw()...)
 	}
 	ps.text = b
+	return bytesString(b)
+}
+
+// bytesString returns b as a string without copying it: b must not change
+// while the string is in use.
+func bytesString(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
@@ -274,7 +280,10 @@ func (ps *parser) parse() {
 		lineNo     string
 	)
 	f := &ps.f
-	text := ps.copyText()
+	var text string
+	if !ps.lean {
+		text = ps.copyText()
+	}
 	var d envelope.Delimiters
 	next := 0
 	if len(ps.segs) > 0 {
@@ -284,10 +293,15 @@ func (ps *parser) parse() {
 	for i := 1; i < len(ps.segs)-1; i++ {
 		ps.i = i
 		raw := ps.segs[i].Raw()
-		seg := text[next : next+len(raw)]
-		next += len(raw)
-		if ps.lean && x12.SegmentID(raw, d.Element) != idOfCLM {
-			continue // a claim's charge and count are on its CLM
+		var seg string
+		if ps.lean {
+			if x12.SegmentID(raw, d.Element) != idOfCLM {
+				continue // a claim's charge and count are on its CLM
+			}
+			seg = bytesString(raw) // read in place: a Summary keeps no text
+		} else {
+			seg = text[next : next+len(raw)]
+			next += len(raw)
 		}
 		f.Split(seg, d)
 		switch id := f.ID(); id {

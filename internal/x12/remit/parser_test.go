@@ -165,3 +165,31 @@ func TestReusedParserAllocatesAlmostNothing(t *testing.T) {
 		t.Errorf("a reused parse allocates %.2f times per set, a summary %.2f (a fresh parse %.0f)", parse, summary, fresh)
 	}
 }
+
+// TestSummaryOutlivesItsSegments: Summary reads the set in place, yet what
+// it returns stays as it is when the segments' memory is reused (as a
+// Reader reuses it for the next set).
+func TestSummaryOutlivesItsSegments(t *testing.T) {
+	var p Parser
+	for _, s := range reuseSets(t) {
+		var buf []byte
+		for _, seg := range s.segs {
+			buf = append(buf, seg.Raw()...)
+		}
+		segs := make([]envelope.Segment, len(s.segs))
+		at := 0
+		for i, seg := range s.segs {
+			n := len(seg.Raw())
+			segs[i] = envelope.NewSegment(buf[at:at+n:at+n], seg.Delimiters())
+			at += n
+		}
+		want, _ := Parse(s.segs)
+		sum := p.Summary(segs)
+		for i := range buf {
+			buf[i] = 'X'
+		}
+		if sum != want.Summary() {
+			t.Fatalf("%s: summary %+v after its segments were overwritten, want %+v", s.name, sum, want.Summary())
+		}
+	}
+}

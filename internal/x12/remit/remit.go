@@ -210,7 +210,14 @@ func (p *Parser) Parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
 func (p *Parser) Summary(segs []envelope.Segment) Summary {
 	p.ps.lean = true
 	pay, _ := p.parse(segs)
-	return pay.Summary()
+	sum := pay.Summary()
+	// A summary is read from segs in place: its strings are copied to the
+	// text buffer, so that they stay as they are if segs change.
+	n := len(sum.TraceNumber)
+	b := append(append(p.ps.text[:0], sum.TraceNumber...), sum.PayerID...)
+	sum.TraceNumber, sum.PayerID = bytesString(b[:n]), bytesString(b[n:])
+	p.ps.text, p.pay = b, Payment{}
+	return sum
 }
 
 func (p *Parser) parse(segs []envelope.Segment) (*Payment, []x12.Problem) {
@@ -255,6 +262,12 @@ func (ps *parser) copyText() string {
 		b = append(b, ps.segs[i].Raw()...)
 	}
 	ps.text = b
+	return bytesString(b)
+}
+
+// bytesString returns b as a string without copying it: b must not change
+// while the string is in use.
+func bytesString(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
@@ -421,7 +434,10 @@ func (ps *parser) parse() {
 	var party *Party
 	var claim *Claim
 	var line *Line
-	text := ps.copyText()
+	var text string
+	if !ps.lean {
+		text = ps.copyText()
+	}
 	var d envelope.Delimiters
 	next := 0
 	if len(ps.segs) > 0 {
@@ -431,10 +447,15 @@ func (ps *parser) parse() {
 	for i := 1; i < len(ps.segs)-1; i++ {
 		ps.i = i
 		raw := ps.segs[i].Raw()
-		seg := text[next : next+len(raw)]
-		next += len(raw)
-		if ps.lean && !decidesSummary(x12.SegmentID(raw, d.Element)) {
-			continue
+		var seg string
+		if ps.lean {
+			if !decidesSummary(x12.SegmentID(raw, d.Element)) {
+				continue
+			}
+			seg = bytesString(raw) // read in place, see Summary
+		} else {
+			seg = text[next : next+len(raw)]
+			next += len(raw)
 		}
 		f.Split(seg, d)
 		switch f.ID() {

@@ -193,3 +193,42 @@ func TestSummaryOutlivesItsSegments(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParser reads the sets of a generated file (8 claims a set, as
+// in issue 14's 100 MB 835) with a fresh Parse each, with one Parser
+// reused, and with the Parser's Summary, and reports each one's
+// throughput and allocations, and the speed-up over the fresh parse
+// measured in the same run.
+func BenchmarkParser(b *testing.B) {
+	var buf bytes.Buffer
+	if _, err := (x12gen.Remit{SetsPerGroup: 200, ClaimsPerSet: 8}).Write(&buf); err != nil {
+		b.Fatal(err)
+	}
+	sets := x12test.Sets(b, buf.Bytes(), "835")
+	var freshNs float64
+	for _, bc := range []struct {
+		name string
+		read func(p *Parser, segs []envelope.Segment)
+	}{
+		{"fresh", func(_ *Parser, segs []envelope.Segment) { Parse(segs) }},
+		{"reused", func(p *Parser, segs []envelope.Segment) { p.Parse(segs) }},
+		{"summary", func(p *Parser, segs []envelope.Segment) { p.Summary(segs) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(buf.Len()))
+			b.ReportAllocs()
+			var p Parser
+			for b.Loop() {
+				for _, segs := range sets {
+					bc.read(&p, segs)
+				}
+			}
+			ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if bc.name == "fresh" {
+				freshNs = ns
+			} else if freshNs > 0 {
+				b.ReportMetric(freshNs/ns, "speedup-vs-fresh")
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
@@ -40,6 +41,10 @@ type Options struct {
 	// SpillDir holds the temporary file a large file's records are spilled
 	// to between parsing and writing (default the system temp dir).
 	SpillDir string
+	// BeforeWrite, when set, is called between the parse and the write
+	// phase of every write attempt. Tests use it to change the store
+	// between a claim lookup and the write that verifies it.
+	BeforeWrite func(ctx context.Context) error
 }
 
 // SetReport is one set's outcome with what processing found.
@@ -93,9 +98,30 @@ func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Re
 	if !ok {
 		return nil, errors.New("ingest: the store does not allocate control numbers")
 	}
+	lookup, _ := opts.Store.(ClaimLookup)
+	for {
+		res, err := ingest(ctx, opts, numbers, f, r, lookup)
+		if errors.Is(err, ErrClaimChanged) && lookup != nil && ctx.Err() == nil {
+			// A set whose payload was left out turned out claimable when
+			// written: nothing was recorded; parse again with every
+			// payload.
+			if _, err := r.Seek(0, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("ingest: rewind: %w", err)
+			}
+			lookup = nil
+			continue
+		}
+		return res, err
+	}
+}
+
+// ingest parses r and writes it, looking its keys up first when lookup is
+// set.
+func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f FileInfo, r io.ReadSeeker,
+	lookup ClaimLookup) (*Report, error) {
 	sp := &spill{dir: opts.SpillDir}
 	defer sp.Close()
-	p, err := parse(ctx, opts, ControlNumbers{Store: numbers}, r, sp)
+	p, err := parse(ctx, opts, ControlNumbers{Store: numbers}, r, sp, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +131,42 @@ func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Re
 	// spill, so the write is tried again, a few times, before the file
 	// counts a failed attempt.
 	for attempt := 1; ; attempt++ {
+		if opts.BeforeWrite != nil {
+			if err := opts.BeforeWrite(ctx); err != nil {
+				return nil, err
+			}
+		}
 		res, err := write(ctx, opts, f, p, sp)
 		if !errors.Is(err, ErrTransient) || attempt == writeAttempts || ctx.Err() != nil {
 			return res, err
 		}
 	}
+}
+
+// lookupFrom is the number of sets from which a file's keys are looked up
+// before its sets are processed: a set already claimed needs no payload.
+// A smaller file is written without the extra query.
+const lookupFrom = 64
+
+// claimedSets looks up, for the envelope f, which of its sets are claimed
+// already (see ClaimLookup).
+func claimedSets(ctx context.Context, lookup ClaimLookup, f *envelope.File) (map[string]bool, error) {
+	var keys []string
+	for _, ix := range f.Interchanges {
+		for _, g := range ix.Groups {
+			for _, s := range g.Sets {
+				keys = append(keys, s.Key)
+			}
+		}
+	}
+	if len(keys) < lookupFrom {
+		return nil, nil
+	}
+	claimed, err := lookup.ClaimedKeys(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: look up claims: %w", err)
+	}
+	return claimed, nil
 }
 
 // writeAttempts bounds the writes of one ingest after transient conflicts.
@@ -131,14 +188,24 @@ type spilled struct {
 	Ack *outbox.Effect
 }
 
-func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker, sp *spill) (*parsed, error) {
+func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker, sp *spill,
+	lookup ClaimLookup) (*parsed, error) {
 	enc := gob.NewEncoder(sp)
 	out := &parsed{status: FileIngested}
-	summary, err := process.File(ctx, r, process.Config{ControlNumbers: cn, Ack: opts.Ack},
+	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack}
+	var claimed map[string]bool
+	if lookup != nil {
+		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
+			var err error
+			claimed, err = claimedSets(ctx, lookup, f)
+			return func(s *envelope.Set) bool { return claimed[s.Key] }, err
+		}
+	}
+	summary, err := process.File(ctx, r, cfg,
 		func(it process.Item) error {
 			switch {
 			case it.Set != nil:
-				rec, err := setRecord(it.Set, opts.Routes)
+				rec, err := setRecord(it.Set, opts.Routes, claimed[it.Set.Key])
 				if err != nil {
 					return err
 				}
@@ -296,9 +363,14 @@ func (s *spill) Close() {
 	}
 }
 
-func setRecord(s *process.Set, routes map[string]string) (SetRecord, error) {
+// setRecord returns the record of s; a claimed set (see
+// SetRecord.Claimed) gets neither summary nor effects.
+func setRecord(s *process.Set, routes map[string]string, claimed bool) (SetRecord, error) {
 	rec := SetRecord{Key: s.Key, ContentHash: s.ContentHash, Type: s.Type,
-		Rejected: s.Status == process.Rejected, Reason: s.Reason}
+		Rejected: s.Status == process.Rejected, Reason: s.Reason, Claimed: claimed}
+	if claimed {
+		return rec, nil
+	}
 	if sum := s.Summary(); sum != nil {
 		rec.Summary = mustJSON(sum)
 	}

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -146,8 +147,9 @@ type ingestion struct {
 }
 
 type queued struct {
-	kind string // set, ack
+	kind string // set, claimed, ack, exec
 	key  string
+	hash string // claimed: the set's content hash
 }
 
 const (
@@ -168,13 +170,10 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	if r.Rejected {
 		status = "rejected"
 	}
-	effects, err := json.Marshal(r.Effects)
-	if err != nil {
-		return err
+	if r.Claimed {
+		return in.addClaimed(ctx, r)
 	}
-	if len(r.Effects) == 0 {
-		effects = []byte("[]")
-	}
+	effects := effectsJSON(r.Effects)
 	var summary any
 	if len(r.Summary) > 0 {
 		summary = string(r.Summary)
@@ -185,6 +184,129 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	in.queued = append(in.queued, queued{kind: "set", key: r.Key})
 	in.bytes += len(effects) + len(r.Key) + 200
 	return in.maybeFlush(ctx)
+}
+
+// claimedSQL records a set added as claimed (without payload): a
+// duplicate or key conflict sighting of the row that claims its key, which
+// it locks as ediwatch_claim_set does. It returns that row; none, or a
+// rejection, means the set is claimable after all.
+const claimedSQL = `WITH ex AS (SELECT status, content_hash, correlation_id FROM inbox WHERE key = $1 FOR UPDATE),
+	seen AS (INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
+	                               original_correlation_id, created_at)
+	         SELECT CASE WHEN content_hash = $2 THEN 'duplicate' ELSE 'conflict' END, $1, $2, $3, $4, $5, $6,
+	                correlation_id, $7
+	         FROM ex WHERE status <> 'rejected')
+	SELECT status, content_hash, correlation_id FROM ex`
+
+// addClaimed queues a set added as claimed. Its verification is read back
+// after the statement ran, so it runs in an explicit transaction that
+// ErrClaimChanged rolls back, never in the implicit one of a single batch.
+func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
+	if err := in.beginTx(ctx); err != nil {
+		return err
+	}
+	f := in.s
+	in.batch.Queue(claimedSQL, r.Key, r.ContentHash, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now)
+	in.queued = append(in.queued, queued{kind: "claimed", key: r.Key, hash: r.ContentHash})
+	in.bytes += len(r.Key) + 200
+	return in.maybeFlush(ctx)
+}
+
+// beginTx opens the ingestion's explicit transaction, if not yet open.
+func (in *ingestion) beginTx(ctx context.Context) error {
+	if in.tx != nil {
+		return nil
+	}
+	conn, err := in.st.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	in.conn = conn
+	if in.tx, err = conn.Begin(ctx); err != nil {
+		return fmt.Errorf("ingest: begin: %w", err)
+	}
+	return nil
+}
+
+// ClaimedKeys implements inbox.ClaimLookup.
+func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for len(keys) > 0 {
+		n := min(len(keys), 10000)
+		rows, err := s.pool.Query(ctx, `SELECT key FROM inbox WHERE key = ANY($1) AND status <> 'rejected'`, keys[:n])
+		if err != nil {
+			return nil, fmt.Errorf("claimed keys: %w", err)
+		}
+		keys = keys[n:]
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("claimed keys: %w", err)
+			}
+			out[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("claimed keys: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// effectsJSON encodes effects as the JSON array ediwatch_claim_set reads,
+// without reflection (a payload is already JSON: it is copied as is).
+func effectsJSON(effects []outbox.Effect) []byte {
+	n := 2
+	for _, e := range effects {
+		n += len(e.Payload) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 80
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, e := range effects {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"kind":`...)
+		b = appendJSONString(b, e.Kind)
+		b = append(b, `,"key":`...)
+		b = appendJSONString(b, e.Key)
+		b = append(b, `,"ordering_key":`...)
+		b = appendJSONString(b, e.OrderingKey)
+		b = append(b, `,"sink":`...)
+		b = appendJSONString(b, e.Sink)
+		b = append(b, `,"payload":`...)
+		if len(e.Payload) == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, e.Payload...)
+		}
+		b = append(b, `,"hash":`...)
+		b = appendJSONString(b, e.Hash)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		q, _ := json.Marshal(s) // replaces invalid bytes, as encoding/json always did here
+		return append(b, q...)
+	}
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
@@ -206,15 +328,8 @@ func (in *ingestion) maybeFlush(ctx context.Context) error {
 	if in.bytes < flushAtBytes && len(in.queued) < flushAtRows {
 		return nil
 	}
-	if in.tx == nil {
-		conn, err := in.st.pool.Acquire(ctx)
-		if err != nil {
-			return fmt.Errorf("ingest: %w", err)
-		}
-		in.conn = conn
-		if in.tx, err = conn.Begin(ctx); err != nil {
-			return fmt.Errorf("ingest: begin: %w", err)
-		}
+	if err := in.beginTx(ctx); err != nil {
+		return err
 	}
 	br := in.tx.SendBatch(ctx, in.batch)
 	err := in.read(br)
@@ -236,6 +351,20 @@ func (in *ingestion) read(br pgx.BatchResults) error {
 				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
 			}
 			r.Key, r.Outcome = q.key, inbox.Outcome(outcome)
+			in.result.Sets = append(in.result.Sets, r)
+		case "claimed":
+			var status, hash string
+			r := inbox.SetResult{Key: q.key, Outcome: inbox.Duplicate}
+			err := br.QueryRow().Scan(&status, &hash, &r.OriginalCorrelationID)
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && status == "rejected") {
+				return fmt.Errorf("ingest: claim %s: %w", q.key, inbox.ErrClaimChanged)
+			}
+			if err != nil {
+				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
+			}
+			if hash != q.hash {
+				r.Outcome = inbox.Conflict
+			}
 			in.result.Sets = append(in.result.Sets, r)
 		case "ack":
 			var key string
@@ -271,7 +400,7 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 	f := in.s
 	sets := len(in.result.Sets)
 	for _, q := range in.queued {
-		if q.kind == "set" {
+		if q.kind == "set" || q.kind == "claimed" {
 			sets++
 		}
 	}

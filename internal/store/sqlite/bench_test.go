@@ -126,3 +126,11 @@ func BenchmarkSynchronousFullVsNormal(b *testing.B) {
 		b.ReportMetric(tF.Seconds()/tN.Seconds(), "ratio-full-5000-sets")
 	}
 }
+
+// BenchmarkIngest100MB: a 100 MB 835 (60,580 sets of 8 claims) ingested
+// twice into a fresh store, beside sha256 of the same bytes.
+// Run: go test ./internal/store/sqlite -run XXX -bench Ingest100MB -benchtime 1x
+func BenchmarkIngest100MB(b *testing.B) {
+	data := storetest.BigFile(b, storetest.BigRemit)
+	storetest.BenchIngestBigFile(b, newStore(b), data, nil, 10)
+}

@@ -184,6 +184,75 @@ type ingestion struct {
 	tx     *sql.Tx
 	result inbox.IngestResult
 	done   bool
+	// stmts are the statements prepared on tx, each once per ingestion
+	// when first used; they close with tx.
+	stmts map[string]*sql.Stmt
+}
+
+// stmt returns q prepared on the ingestion's transaction.
+func (in *ingestion) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := in.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := in.tx.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if in.stmts == nil {
+		in.stmts = map[string]*sql.Stmt{}
+	}
+	in.stmts[q] = st
+	return st, nil
+}
+
+// exec runs q, prepared once per ingestion, with args.
+func (in *ingestion) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := in.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// queryRow runs q, prepared once per ingestion, with args and scans its
+// row into dest.
+func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ...any) error {
+	st, err := in.stmt(ctx, q)
+	if err != nil {
+		return err
+	}
+	return st.QueryRowContext(ctx, args...).Scan(dest...)
+}
+
+// ClaimedKeys implements inbox.ClaimLookup.
+func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for len(keys) > 0 {
+		n := min(len(keys), 10000)
+		list, err := json.Marshal(keys[:n])
+		if err != nil {
+			return nil, err
+		}
+		keys = keys[n:]
+		rows, err := s.db.QueryContext(ctx, `SELECT key FROM inbox WHERE status <> 'rejected'
+			AND key IN (SELECT value FROM json_each(?))`, string(list))
+		if err != nil {
+			return nil, fmt.Errorf("claimed keys: %w", err)
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("claimed keys: %w", err)
+			}
+			out[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("claimed keys: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // BeginIngest implements inbox.Ingester. The write transaction (BEGIN
@@ -210,7 +279,7 @@ func (in *ingestion) begin(ctx context.Context) error {
 
 func (in *ingestion) sighting(ctx context.Context, kind string, r inbox.SetRecord, original string) error {
 	f := in.f
-	_, err := in.tx.ExecContext(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256,
+	_, err := in.exec(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256,
 		correlation_id, original_correlation_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		kind, r.Key, r.ContentHash, f.Source, f.Path, f.SHA256, f.CorrelationID, original, us(f.Now))
 	return err
@@ -239,8 +308,11 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	add := func() {
 		in.result.Sets = append(in.result.Sets, res)
 	}
+	if r.Claimed {
+		return in.addClaimed(ctx, r)
+	}
 	now := us(f.Now)
-	ins, err := in.tx.ExecContext(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, reason, summary,
+	ins, err := in.exec(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, reason, summary,
 		source, path, file_sha256, correlation_id, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
 		r.Key, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source, f.Path, f.SHA256,
@@ -250,15 +322,14 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	}
 	if n, _ := ins.RowsAffected(); n == 0 {
 		var exStatus, exHash, exCorr string
-		if err := in.tx.QueryRowContext(ctx, "SELECT status, content_hash, correlation_id FROM inbox WHERE key = ?",
-			r.Key).Scan(&exStatus, &exHash, &exCorr); err != nil {
+		if err := in.queryRow(ctx, selectClaimSQL, []any{r.Key}, &exStatus, &exHash, &exCorr); err != nil {
 			return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
 		}
 		switch {
 		case exStatus == "rejected" && (!r.Rejected || exHash != r.ContentHash):
 			// A rejection is not processing: the next arrival that
 			// processes claims the key, whatever its content hash.
-			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = ?, content_hash = ?, set_type = ?,
+			if _, err := in.exec(ctx, `UPDATE inbox SET status = ?, content_hash = ?, set_type = ?,
 				reason = ?, summary = ?, source = ?, path = ?, file_sha256 = ?, correlation_id = ?, created_at = ?,
 				updated_at = ? WHERE key = ?`, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source,
 				f.Path, f.SHA256, f.CorrelationID, now, now, r.Key); err != nil {
@@ -292,7 +363,7 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 				res.OriginalCorrelationID = *conflictWith
 			}
 			res.ConflictKeys = append(res.ConflictKeys, e.Key)
-			if _, err := in.tx.ExecContext(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path,
+			if _, err := in.exec(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path,
 				file_sha256, correlation_id, original_correlation_id, created_at)
 				VALUES ('effect_conflict', ?, ?, ?, ?, ?, ?, ?, ?)`,
 				e.Key, e.Hash, f.Source, f.Path, f.SHA256, f.CorrelationID, *conflictWith, now); err != nil {
@@ -304,7 +375,7 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	case len(res.ConflictKeys) > 0:
 		res.Outcome = inbox.Conflict
 		if len(res.EffectKeys) == 0 {
-			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = 'conflict', reason = 'effect conflict'
+			if _, err := in.exec(ctx, `UPDATE inbox SET status = 'conflict', reason = 'effect conflict'
 				WHERE key = ?`, r.Key); err != nil {
 				return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
 			}
@@ -320,12 +391,35 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	return nil
 }
 
+const selectClaimSQL = "SELECT status, content_hash, correlation_id FROM inbox WHERE key = ?"
+
+// addClaimed records a set added as claimed (without payload): a
+// duplicate or key conflict of the row that claims its key, or, when that
+// row is gone or a rejection, inbox.ErrClaimChanged.
+func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
+	var exStatus, exHash, exCorr string
+	err := in.queryRow(ctx, selectClaimSQL, []any{r.Key}, &exStatus, &exHash, &exCorr)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && exStatus == "rejected") {
+		return fmt.Errorf("ingest: claim %s: %w", r.Key, inbox.ErrClaimChanged)
+	}
+	if err != nil {
+		return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
+	}
+	res := inbox.SetResult{Key: r.Key, Outcome: inbox.Duplicate, OriginalCorrelationID: exCorr}
+	kind := "duplicate"
+	if exHash != r.ContentHash {
+		res.Outcome, kind = inbox.Conflict, "conflict"
+	}
+	in.result.Sets = append(in.result.Sets, res)
+	return in.sighting(ctx, kind, r, exCorr)
+}
+
 // insertEffect inserts e unless its effect key exists. It returns the key
 // when inserted; when the key exists with other business content (both
 // hashes known and different), the correlation id of the existing row.
 func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey string) (string, *string, error) {
 	now := us(in.f.Now)
-	ins, err := in.tx.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
+	ins, err := in.exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
 		correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
 		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, string(e.Payload), now, now, now, e.Hash)
@@ -336,8 +430,8 @@ func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey
 		return e.Key, nil, nil
 	}
 	var exHash, exCorr string
-	if err := in.tx.QueryRowContext(ctx, "SELECT effect_hash, correlation_id FROM outbox WHERE effect_key = ?",
-		e.Key).Scan(&exHash, &exCorr); err != nil {
+	if err := in.queryRow(ctx, "SELECT effect_hash, correlation_id FROM outbox WHERE effect_key = ?",
+		[]any{e.Key}, &exHash, &exCorr); err != nil {
 		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
 	}
 	if exHash != "" && exHash != e.Hash {
@@ -352,9 +446,9 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	}
 	if e.UnlessConflictIn != "" {
 		var conflicts int
-		if err := in.tx.QueryRowContext(ctx, `SELECT count(*) FROM sighting WHERE kind = 'conflict'
+		if err := in.queryRow(ctx, `SELECT count(*) FROM sighting WHERE kind = 'conflict'
 			AND correlation_id = ? AND substr(key, 1, length(?)) = ?`,
-			in.f.CorrelationID, e.UnlessConflictIn, e.UnlessConflictIn).Scan(&conflicts); err != nil {
+			[]any{in.f.CorrelationID, e.UnlessConflictIn, e.UnlessConflictIn}, &conflicts); err != nil {
 			return fmt.Errorf("ingest: ack %s: %w", e.Key, err)
 		}
 		if conflicts > 0 {

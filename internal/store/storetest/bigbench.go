@@ -1,0 +1,82 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+// BigRemit is the large remittance of the ingest benchmarks: one
+// interchange of 60,580 835 sets of 8 claims each, about 100 MB.
+var BigRemit = x12gen.Remit{SetsPerGroup: 60580, ClaimsPerSet: 8}
+
+// BigFile returns r generated into memory.
+func BigFile(b testing.TB, r x12gen.Remit) []byte {
+	b.Helper()
+	var buf bytes.Buffer
+	if _, err := r.Write(&buf); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// BareLoad loads, on the driver's own database, the very rows an ingest
+// of the big file wrote (read back from s after the first ingest): the
+// floor an ingest's writes are compared with. It returns how long the
+// load itself took.
+type BareLoad func(ctx context.Context) (time.Duration, error)
+
+// BenchIngestBigFile ingests data (the sets of a large file) twice into
+// the fresh store s: first every set is new, then every set is a
+// duplicate. Beside them, in the same run, it times crypto/sha256 over the
+// same bytes and, when bare is set, a bare load of the same rows, and
+// reports seconds and the ratios (goals: first ingest <= maxFirst x sha256,
+// second <= 5x).
+func BenchIngestBigFile(b *testing.B, s store.Store, data []byte, bare BareLoad, maxFirst float64) {
+	ctx := context.Background()
+	sets := bytes.Count(data, []byte("~ST*"))
+	for b.Loop() {
+		start := time.Now()
+		sha256.Sum256(data)
+		hash := time.Since(start)
+		ingest := func(path string, want inbox.Outcome) time.Duration {
+			start := time.Now()
+			r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes, SpillDir: os.TempDir()},
+				inbox.FileInfo{Source: "bench", Path: path, Size: int64(len(data)), MTime: t0, SHA256: "x",
+					CorrelationID: store.NewCorrelationID(), Now: time.Now()}, bytes.NewReader(data))
+			d := time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n := r.Count(want); n != sets {
+				b.Fatalf("%s: %d of %d sets %s", path, n, sets, want)
+			}
+			return d
+		}
+		first := ingest("first.835", inbox.Processed)
+		second := ingest("second.835", inbox.Duplicate)
+		b.ReportMetric(hash.Seconds(), "sha256-s")
+		b.ReportMetric(first.Seconds(), "first-ingest-s")
+		b.ReportMetric(second.Seconds(), "second-ingest-s")
+		b.ReportMetric(first.Seconds()/hash.Seconds(), "ratio-first")
+		b.ReportMetric(second.Seconds()/hash.Seconds(), "ratio-second")
+		if bare != nil {
+			d, err := bare(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(d.Seconds(), "bare-load-s")
+			b.ReportMetric(first.Seconds()/d.Seconds(), "ratio-first-to-bare")
+		}
+		b.Logf("%d sets, %.0f MB: sha256 %.2fs; first ingest %.2fs = %.1fx (goal <= %.0fx); second %.2fs = %.1fx (goal <= 5x)",
+			sets, float64(len(data))/1e6, hash.Seconds(), first.Seconds(), first.Seconds()/hash.Seconds(), maxFirst,
+			second.Seconds(), second.Seconds()/hash.Seconds())
+	}
+}

@@ -233,7 +233,10 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 	out := map[string]bool{}
 	for len(keys) > 0 {
 		n := min(len(keys), 10000)
-		rows, err := s.pool.Query(ctx, `SELECT key FROM inbox WHERE key = ANY($1) AND status <> 'rejected'`, keys[:n])
+		// A join, not key = ANY($1): on a table not yet analysed the
+		// planner may scan it comparing every row with the whole array.
+		rows, err := s.pool.Query(ctx, `SELECT i.key FROM unnest($1::text[]) AS k(key) JOIN inbox i ON i.key = k.key
+			WHERE i.status <> 'rejected'`, keys[:n])
 		if err != nil {
 			return nil, fmt.Errorf("claimed keys: %w", err)
 		}

@@ -178,7 +178,13 @@ type parsed struct {
 	x12    bool
 	status FileStatus
 	reason string
-	meta   []SetReport
+	meta   []setMeta
+}
+
+// setMeta is what the report says of a set besides its result.
+type setMeta struct {
+	typ, reason string
+	unbalanced  bool
 }
 
 // spilled is one record of the spill (gob, which keeps every exported
@@ -209,8 +215,8 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				if err != nil {
 					return err
 				}
-				out.meta = append(out.meta, SetReport{Type: it.Set.Type, Reason: it.Set.Reason,
-					Unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
+				out.meta = append(out.meta, setMeta{typ: it.Set.Type, reason: it.Set.Reason,
+					unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
 				return sp.put(enc, spilled{Set: &rec})
 			case it.Ack != nil:
 				e, err := effect(*it.Ack, opts.Routes)
@@ -233,7 +239,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	// Not X12: the file itself is keyed by its SHA-256 and rejected, with a
 	// TA1 when the partner's ids are configured.
 	out.status, out.reason = FileRejected, summary.Errors[0].Error()
-	out.meta = append(out.meta, SetReport{Type: "", Reason: out.reason})
+	out.meta = append(out.meta, setMeta{reason: out.reason})
 	if err := sp.put(enc, spilled{Set: &SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
 		Rejected: true, Reason: out.reason}}); err != nil {
 		return nil, err
@@ -286,11 +292,10 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 	if len(res.Sets) != len(p.meta) {
 		return nil, fmt.Errorf("ingest: %d results for %d sets", len(res.Sets), len(p.meta))
 	}
-	out := &Report{X12: p.x12, AckKeys: res.AckKeys}
+	out := &Report{X12: p.x12, AckKeys: res.AckKeys, Sets: make([]SetReport, len(res.Sets))}
 	for i, s := range res.Sets {
 		m := p.meta[i]
-		m.SetResult = s
-		out.Sets = append(out.Sets, m)
+		out.Sets[i] = SetReport{SetResult: s, Type: m.typ, Reason: m.reason, Unbalanced: m.unbalanced}
 	}
 	return out, nil
 }

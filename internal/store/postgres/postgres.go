@@ -228,26 +228,28 @@ func (in *ingestion) beginTx(ctx context.Context) error {
 	return nil
 }
 
-// ClaimedKeys implements inbox.ClaimLookup.
+// ClaimedKeys implements inbox.ClaimLookup. The keys of its answer are
+// strings of keys, not copies.
 func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for len(keys) > 0 {
-		n := min(len(keys), 10000)
+		chunk := keys[:min(len(keys), 10000)]
+		keys = keys[len(chunk):]
+		want := make(map[string]string, len(chunk))
+		for _, k := range chunk {
+			want[k] = k
+		}
 		// A join, not key = ANY($1): on a table not yet analysed the
 		// planner may scan it comparing every row with the whole array.
 		rows, err := s.pool.Query(ctx, `SELECT i.key FROM unnest($1::text[]) AS k(key) JOIN inbox i ON i.key = k.key
-			WHERE i.status <> 'rejected'`, keys[:n])
+			WHERE i.status <> 'rejected'`, chunk)
 		if err != nil {
 			return nil, fmt.Errorf("claimed keys: %w", err)
 		}
-		keys = keys[n:]
 		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("claimed keys: %w", err)
+			if key, ok := want[string(rows.RawValues()[0])]; ok {
+				out[key] = true
 			}
-			out[k] = true
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

@@ -224,28 +224,35 @@ func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ..
 	return st.QueryRowContext(ctx, args...).Scan(dest...)
 }
 
-// ClaimedKeys implements inbox.ClaimLookup.
+// ClaimedKeys implements inbox.ClaimLookup. The keys of its answer are
+// strings of keys, not copies.
 func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for len(keys) > 0 {
-		n := min(len(keys), 10000)
-		list, err := json.Marshal(keys[:n])
+		chunk := keys[:min(len(keys), 10000)]
+		keys = keys[len(chunk):]
+		list, err := json.Marshal(chunk)
 		if err != nil {
 			return nil, err
 		}
-		keys = keys[n:]
+		want := make(map[string]string, len(chunk))
+		for _, k := range chunk {
+			want[k] = k
+		}
 		rows, err := s.db.QueryContext(ctx, `SELECT key FROM inbox WHERE status <> 'rejected'
 			AND key IN (SELECT value FROM json_each(?))`, string(list))
 		if err != nil {
 			return nil, fmt.Errorf("claimed keys: %w", err)
 		}
 		for rows.Next() {
-			var k string
+			var k sql.RawBytes
 			if err := rows.Scan(&k); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("claimed keys: %w", err)
 			}
-			out[k] = true
+			if key, ok := want[string(k)]; ok {
+				out[key] = true
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

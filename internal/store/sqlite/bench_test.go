@@ -3,8 +3,8 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"

@@ -400,25 +400,36 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 
 const selectClaimSQL = "SELECT status, content_hash, correlation_id FROM inbox WHERE key = ?"
 
-// addClaimed records a set added as claimed (without payload): a
-// duplicate or key conflict of the row that claims its key, or, when that
-// row is gone or a rejection, inbox.ErrClaimChanged.
+// addClaimedSQL records the sighting of a set added as claimed (without
+// payload), in one statement: a duplicate or key conflict of the row that
+// claims its key, when that row exists and is not a rejection.
+const addClaimedSQL = `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
+	original_correlation_id, created_at)
+	SELECT CASE WHEN content_hash = ? THEN 'duplicate' ELSE 'conflict' END, key, ?, ?, ?, ?, ?, correlation_id, ?
+	FROM inbox WHERE key = ? AND status <> 'rejected'
+	RETURNING kind, original_correlation_id`
+
+// addClaimed records a set added as claimed: a duplicate or key conflict
+// of the row that claims its key, or, when that row is gone or a
+// rejection, inbox.ErrClaimChanged.
 func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
-	var exStatus, exHash, exCorr string
-	err := in.queryRow(ctx, selectClaimSQL, []any{r.Key}, &exStatus, &exHash, &exCorr)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && exStatus == "rejected") {
+	f := in.f
+	var kind string
+	res := inbox.SetResult{Key: r.Key}
+	err := in.queryRow(ctx, addClaimedSQL, []any{r.ContentHash, r.ContentHash, f.Source, f.Path, f.SHA256,
+		f.CorrelationID, us(f.Now), r.Key}, &kind, &res.OriginalCorrelationID)
+	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("ingest: claim %s: %w", r.Key, inbox.ErrClaimChanged)
 	}
 	if err != nil {
 		return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
 	}
-	res := inbox.SetResult{Key: r.Key, Outcome: inbox.Duplicate, OriginalCorrelationID: exCorr}
-	kind := "duplicate"
-	if exHash != r.ContentHash {
-		res.Outcome, kind = inbox.Conflict, "conflict"
+	res.Outcome = inbox.Duplicate
+	if kind == "conflict" {
+		res.Outcome = inbox.Conflict
 	}
 	in.result.Sets = append(in.result.Sets, res)
-	return in.sighting(ctx, kind, r, exCorr)
+	return nil
 }
 
 // insertEffect inserts e unless its effect key exists. It returns the key

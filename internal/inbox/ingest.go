@@ -10,15 +10,11 @@
 package inbox
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
@@ -187,16 +183,8 @@ type setMeta struct {
 	unbalanced  bool
 }
 
-// spilled is one record of the spill (gob, which keeps every exported
-// field, json:"-" ones included): a set or an acknowledgment.
-type spilled struct {
-	Set *SetRecord
-	Ack *outbox.Effect
-}
-
 func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker, sp *spill,
 	lookup ClaimLookup) (*parsed, error) {
-	enc := gob.NewEncoder(sp)
 	out := &parsed{status: FileIngested}
 	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack}
 	var claimed map[string]bool
@@ -217,7 +205,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				}
 				out.meta = append(out.meta, setMeta{typ: it.Set.Type, reason: it.Set.Reason,
 					unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
-				return sp.put(enc, spilled{Set: &rec})
+				return sp.put(spilled{Set: &rec})
 			case it.Ack != nil:
 				e, err := effect(*it.Ack, opts.Routes)
 				if err != nil {
@@ -225,7 +213,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				}
 				// Quarantined content is not acknowledged as accepted.
 				e.UnlessConflictIn = it.Ack.Answers
-				return sp.put(enc, spilled{Ack: &e})
+				return sp.put(spilled{Ack: &e})
 			}
 			return nil
 		})
@@ -240,7 +228,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	// TA1 when the partner's ids are configured.
 	out.status, out.reason = FileRejected, summary.Errors[0].Error()
 	out.meta = append(out.meta, setMeta{reason: out.reason})
-	if err := sp.put(enc, spilled{Set: &SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
+	if err := sp.put(spilled{Set: &SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
 		Rejected: true, Reason: out.reason}}); err != nil {
 		return nil, err
 	}
@@ -252,7 +240,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 		if err != nil {
 			return nil, err
 		}
-		if err := sp.put(enc, spilled{Ack: &e}); err != nil {
+		if err := sp.put(spilled{Ack: &e}); err != nil {
 			return nil, err
 		}
 	}
@@ -264,16 +252,15 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 	if err != nil {
 		return nil, err
 	}
-	dec := gob.NewDecoder(rd)
 	ing, err := opts.Store.BeginIngest(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	defer ing.Rollback()
 	for range sp.n {
-		var rec spilled
-		if err := dec.Decode(&rec); err != nil {
-			return nil, fmt.Errorf("ingest: read spill: %w", err)
+		rec, err := rd.next()
+		if err != nil {
+			return nil, err
 		}
 		switch {
 		case rec.Set != nil:
@@ -298,74 +285,6 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 		out.Sets[i] = SetReport{SetResult: s, Type: m.typ, Reason: m.reason, Unbalanced: m.unbalanced}
 	}
 	return out, nil
-}
-
-// spillInMemory is how many bytes of records the spill keeps in memory
-// before it moves them to a temporary file: a typical file never touches
-// the disk.
-const spillInMemory = 4 << 20
-
-// spill holds the records of one file between the phases: in memory, then
-// in an unlinked temporary file (so no crash leaves one behind).
-type spill struct {
-	dir  string
-	n    int // records
-	mem  bytes.Buffer
-	file *os.File
-	w    *bufio.Writer
-}
-
-func (s *spill) put(enc *gob.Encoder, rec spilled) error {
-	if err := enc.Encode(rec); err != nil {
-		return fmt.Errorf("ingest: spill: %w", err)
-	}
-	s.n++
-	return nil
-}
-
-// Write implements io.Writer for the gob encoder.
-func (s *spill) Write(b []byte) (int, error) {
-	if s.file == nil && s.mem.Len()+len(b) > spillInMemory {
-		f, err := os.CreateTemp(s.dir, "ediwatch-ingest-*")
-		if err != nil {
-			return 0, err
-		}
-		if err := os.Remove(f.Name()); err != nil {
-			f.Close()
-			return 0, err
-		}
-		s.file, s.w = f, bufio.NewWriterSize(f, 256<<10)
-		if _, err := s.w.Write(s.mem.Bytes()); err != nil {
-			return 0, err
-		}
-		s.mem = bytes.Buffer{}
-	}
-	if s.file != nil {
-		return s.w.Write(b)
-	}
-	return s.mem.Write(b)
-}
-
-// reader returns the spilled records from the start; it may be called
-// again, for another write of the same records.
-func (s *spill) reader() (io.Reader, error) {
-	if s.file == nil {
-		return bytes.NewReader(s.mem.Bytes()), nil
-	}
-	if err := s.w.Flush(); err != nil {
-		return nil, fmt.Errorf("ingest: spill: %w", err)
-	}
-	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("ingest: spill: %w", err)
-	}
-	return bufio.NewReaderSize(s.file, 256<<10), nil
-}
-
-// Close releases the temporary file, if any.
-func (s *spill) Close() {
-	if s.file != nil {
-		s.file.Close()
-	}
 }
 
 // setRecord returns the record of s; a claimed set (see

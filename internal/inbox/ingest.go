@@ -83,6 +83,17 @@ type ControlNumberStore interface {
 //  2. write: the ingestion is begun and fed the spilled records, then
 //     committed.
 //
+// Duplicates are cheap: when the store implements ClaimLookup and the file
+// holds lookupFrom sets or more, the keys of its sets are looked up after
+// the envelope pass, outside any transaction, and a set whose key is
+// claimed (not as a rejection) is spilled without summary or effects
+// (SetRecord.Claimed): its outcome is a duplicate or key conflict whatever
+// they are. Its status, problems and acknowledgments are computed as for
+// any set. The write verifies every such set; should one have become
+// claimable in between (pruned, or claimed anew as a rejection), the write
+// fails with ErrClaimChanged, records nothing, and the file is parsed and
+// written again with every payload.
+//
 // opts.Timeout, when set, bounds both phases together.
 func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Report, error) {
 	if opts.Timeout > 0 {

@@ -144,6 +144,9 @@ type ingestion struct {
 	result  inbox.IngestResult
 	done    bool
 	setRows int
+	// inflight, while a batch runs in the background, receives its
+	// outcome (maybeFlush).
+	inflight chan error
 }
 
 type queued struct {
@@ -339,25 +342,48 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	return in.maybeFlush(ctx)
 }
 
+// maybeFlush sends the queued statements once they are many. The batch
+// runs while the caller queues the next ones: its outcome is collected
+// before the next batch is sent, and by Commit and Rollback.
 func (in *ingestion) maybeFlush(ctx context.Context) error {
 	if in.bytes < flushAtBytes && len(in.queued) < flushAtRows {
 		return nil
 	}
+	if err := in.wait(); err != nil {
+		return err
+	}
 	if err := in.beginTx(ctx); err != nil {
 		return err
 	}
-	br := in.tx.SendBatch(ctx, in.batch)
-	err := in.read(br)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	batch, queued := in.batch, in.queued
 	in.batch, in.queued, in.bytes = &pgx.Batch{}, nil, 0
-	return ingestErr(err)
+	done := make(chan error, 1)
+	in.inflight = done
+	go func() {
+		br := in.tx.SendBatch(ctx, batch)
+		err := in.read(br, queued)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		done <- ingestErr(err)
+	}()
+	return nil
+}
+
+// wait returns the outcome of the batch in flight, if any. Until it
+// returns, the transaction and in.result belong to that batch.
+func (in *ingestion) wait() error {
+	if in.inflight == nil {
+		return nil
+	}
+	err := <-in.inflight
+	in.inflight = nil
+	return err
 }
 
 // read collects the results of the queued statements, in order.
-func (in *ingestion) read(br pgx.BatchResults) error {
-	for _, q := range in.queued {
+func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
+	for _, q := range queued {
 		switch q.kind {
 		case "set":
 			var r inbox.SetResult
@@ -412,6 +438,10 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		return nil, errors.New("ingest: already finished")
 	}
 	in.done = true
+	if err := in.wait(); err != nil {
+		in.release()
+		return nil, err
+	}
 	f := in.s
 	sets := len(in.result.Sets)
 	for _, q := range in.queued {
@@ -442,13 +472,13 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 	if in.tx == nil {
 		// One round trip: the batch runs as one implicit transaction.
 		br := in.st.pool.SendBatch(ctx, in.batch)
-		err = in.read(br)
+		err = in.read(br, in.queued)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
 	} else {
 		br := in.tx.SendBatch(ctx, in.batch)
-		err = in.read(br)
+		err = in.read(br, in.queued)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -479,6 +509,7 @@ func (in *ingestion) release() {
 
 func (in *ingestion) Rollback() {
 	in.done = true
+	in.wait() // its outcome no longer matters; the connection does
 	in.release()
 }
 

@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,17 +38,36 @@ type BareLoad func(ctx context.Context) (time.Duration, error)
 
 // BenchIngestBigFile ingests data (the sets of a large file) twice into
 // the fresh store s: first every set is new, then every set is a
-// duplicate. Beside them, in the same run, it times crypto/sha256 over the
-// same bytes and, when bare is set, a bare load of the same rows, and
-// reports seconds and the ratios (goals: first ingest <= maxFirst x sha256,
-// second <= 5x).
+// duplicate. Beside them, in the same run, it times the sha256sum command
+// over the same bytes in a file (the baseline of the goals: first ingest
+// <= maxFirst x, second <= 5x; crypto/sha256 when sha256sum is missing,
+// and crypto/sha256 is reported too) and, when bare is set, a bare load of
+// the same rows, and reports seconds and the ratios.
 func BenchIngestBigFile(b *testing.B, s store.Store, data []byte, bare BareLoad, maxFirst float64) {
 	ctx := context.Background()
 	sets := bytes.Count(data, []byte("~ST*"))
+	file := filepath.Join(b.TempDir(), "big.835")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	sha256sum, _ := exec.LookPath("sha256sum")
 	for b.Loop() {
 		start := time.Now()
 		sha256.Sum256(data)
-		hash := time.Since(start)
+		goHash := time.Since(start)
+		hash, baseline := goHash, "crypto/sha256"
+		if sha256sum != "" {
+			// The best of three runs: the command reads the file from the
+			// page cache, as ingest does after its first pass.
+			hash, baseline = time.Hour, "sha256sum"
+			for range 3 {
+				start := time.Now()
+				if err := exec.Command(sha256sum, file).Run(); err != nil {
+					b.Fatal(err)
+				}
+				hash = min(hash, time.Since(start))
+			}
+		}
 		ingest := func(path string, want inbox.Outcome) time.Duration {
 			start := time.Now()
 			r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes, SpillDir: os.TempDir()},
@@ -63,14 +84,15 @@ func BenchIngestBigFile(b *testing.B, s store.Store, data []byte, bare BareLoad,
 		}
 		first := ingest("first.835", inbox.Processed)
 		second := ingest("second.835", inbox.Duplicate)
+		b.ReportMetric(goHash.Seconds(), "crypto-sha256-s")
 		b.ReportMetric(hash.Seconds(), "sha256-s")
 		b.ReportMetric(first.Seconds(), "first-ingest-s")
 		b.ReportMetric(second.Seconds(), "second-ingest-s")
 		b.ReportMetric(first.Seconds()/hash.Seconds(), "ratio-first")
 		b.ReportMetric(second.Seconds()/hash.Seconds(), "ratio-second")
-		line := fmt.Sprintf("%d sets, %.0f MB: sha256 %.2fs; first ingest %.2fs = %.1fx (goal <= %.0fx); "+
-			"second %.2fs = %.1fx (goal <= 5x)", sets, float64(len(data))/1e6, hash.Seconds(), first.Seconds(),
-			first.Seconds()/hash.Seconds(), maxFirst, second.Seconds(), second.Seconds()/hash.Seconds())
+		line := fmt.Sprintf("%d sets, %.0f MB: %s %.2fs (crypto/sha256 %.2fs); first ingest %.2fs = %.1fx (goal <= %.0fx); "+
+			"second %.2fs = %.1fx (goal <= 5x)", sets, float64(len(data))/1e6, baseline, hash.Seconds(), goHash.Seconds(),
+			first.Seconds(), first.Seconds()/hash.Seconds(), maxFirst, second.Seconds(), second.Seconds()/hash.Seconds())
 		if bare != nil {
 			d, err := bare(ctx)
 			if err != nil {

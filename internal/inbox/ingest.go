@@ -155,25 +155,56 @@ func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f Fil
 // A smaller file is written without the extra query.
 const lookupFrom = 64
 
-// claimedSets looks up, for the envelope f, which of its sets are claimed
-// already (see ClaimLookup).
-func claimedSets(ctx context.Context, lookup ClaimLookup, f *envelope.File) (map[string]bool, error) {
-	var keys []string
+// claims is what a lookup found for a file: which sets are claimed
+// already, by position in the file.
+type claims struct {
+	keys    []string // every set's key, in file order
+	claimed []bool
+	next    int    // the position of the set asked about next
+	lastKey string // the set asked about last, and its answer
+	last    bool
+}
+
+// lookUpClaims looks up which sets of the envelope f are claimed already
+// (see ClaimLookup); nil for a file of fewer than lookupFrom sets.
+func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) (*claims, error) {
+	c := &claims{}
 	for _, ix := range f.Interchanges {
 		for _, g := range ix.Groups {
 			for _, s := range g.Sets {
-				keys = append(keys, s.Key)
+				c.keys = append(c.keys, s.Key)
 			}
 		}
 	}
-	if len(keys) < lookupFrom {
+	if len(c.keys) < lookupFrom {
 		return nil, nil
 	}
-	claimed, err := lookup.ClaimedKeys(ctx, keys)
+	found, err := lookup.ClaimedKeys(ctx, c.keys)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: look up claims: %w", err)
 	}
-	return claimed, nil
+	// A bit per set rather than the map: it is kept while the whole file
+	// is processed.
+	c.claimed = make([]bool, len(c.keys))
+	for i, k := range c.keys {
+		c.claimed[i] = found[k]
+	}
+	return c, nil
+}
+
+// ask answers for the next set of the file, which process.File asks about
+// once, in file order (Config.NoEffects).
+func (c *claims) ask(s *envelope.Set) bool {
+	i := c.next
+	c.next++
+	c.lastKey, c.last = s.Key, i < len(c.keys) && c.keys[i] == s.Key && c.claimed[i]
+	return c.last
+}
+
+// answered returns the answer ask gave for the set key, which process.File
+// emits right after asking.
+func (c *claims) answered(key string) bool {
+	return c != nil && c.lastKey == key && c.last
 }
 
 // writeAttempts bounds the writes of one ingest after transient conflicts.
@@ -198,19 +229,21 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	lookup ClaimLookup) (*parsed, error) {
 	out := &parsed{status: FileIngested}
 	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack}
-	var claimed map[string]bool
+	var claimed *claims
 	if lookup != nil {
 		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
 			var err error
-			claimed, err = claimedSets(ctx, lookup, f)
-			return func(s *envelope.Set) bool { return claimed[s.Key] }, err
+			if claimed, err = lookUpClaims(ctx, lookup, f); err != nil || claimed == nil {
+				return nil, err
+			}
+			return claimed.ask, nil
 		}
 	}
 	summary, err := process.File(ctx, r, cfg,
 		func(it process.Item) error {
 			switch {
 			case it.Set != nil:
-				rec, err := setRecord(it.Set, opts.Routes, claimed[it.Set.Key])
+				rec, err := setRecord(it.Set, opts.Routes, claimed.answered(it.Set.Key))
 				if err != nil {
 					return err
 				}

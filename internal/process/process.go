@@ -115,10 +115,12 @@ type Config struct {
 	// Envelope options for the reader (KeepSegments is always set).
 	Envelope envelope.Options
 	// NoEffects, when set, is called once after the envelope pass with the
-	// file's envelope tree; the sets for which the function it returns
-	// reports true get no Effects (the caller knows them to be claimed
-	// already, so their effects would be discarded). Everything else of
-	// such a set (status, problems, document, acknowledgments) is the same.
+	// file's envelope tree. The function it returns (nil: none) is called
+	// once for each set, in file order, just before the set is emitted;
+	// the sets for which it reports true get no Effects (the caller knows
+	// them to be claimed already, so their effects would be discarded).
+	// Everything else of such a set (status, problems, document,
+	// acknowledgments) is the same.
 	NoEffects func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) bool, error)
 }
 

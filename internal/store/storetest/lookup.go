@@ -235,3 +235,19 @@ func testClaimLookupChanged(t *testing.T, s store.Store, change func(ctx context
 		t.Errorf("%d of %d sets recorded with their summary; counts %+v", withSummary, changedSets, c)
 	}
 }
+
+// testSmallFileNotLookedUp: a file of few sets is written without a claim
+// lookup (its duplicates carry their payloads), so a one-set ingest costs
+// no extra query.
+func testSmallFileNotLookedUp(t *testing.T, s store.Store) {
+	data := Fixture(t, "835_canonical.x12")
+	mustIngest(t, s, "a.835", data)
+	lookup := &counting{Store: s}
+	r, err := Ingest(t, lookup, "b.835", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lookup.calls != 0 || r.Count(inbox.Duplicate) != 1 {
+		t.Errorf("%d lookups; outcomes %+v", lookup.calls, r.Sets)
+	}
+}

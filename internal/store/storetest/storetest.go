@@ -121,6 +121,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"SecondIngestSameAsFull":           testSecondIngestSameAsFull,
 		"ClaimLookupPrunedRedoes":          testClaimLookupPruned,
 		"ClaimLookupRejectedRedoes":        testClaimLookupRejected,
+		"SmallFileNotLookedUp":             testSmallFileNotLookedUp,
 	}
 }
 

@@ -147,12 +147,17 @@ type ingestion struct {
 	// inflight, while a batch runs in the background, receives its
 	// outcome (maybeFlush).
 	inflight chan error
+	// claimedKeys and claimedHashes are the sets added as claimed since the
+	// last record of another kind, not queued yet (queueClaimed).
+	claimedKeys, claimedHashes []string
 }
 
 type queued struct {
 	kind string // set, claimed, ack, exec
 	key  string
-	hash string // claimed: the set's content hash
+	// claimed: the keys and content hashes of consecutive sets added as
+	// claimed, recorded by one statement.
+	keys, hashes []string
 }
 
 const (
@@ -176,6 +181,7 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	if r.Claimed {
 		return in.addClaimed(ctx, r)
 	}
+	in.queueClaimed()
 	effects := effectsJSON(r.Effects)
 	var summary any
 	if len(r.Summary) > 0 {
@@ -189,30 +195,56 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	return in.maybeFlush(ctx)
 }
 
-// claimedSQL records a set added as claimed (without payload): a
+// claimedSQL records consecutive sets added as claimed (without payload),
+// given as arrays of keys ($1) and content hashes ($2): for each, a
 // duplicate or key conflict sighting of the row that claims its key, which
-// it locks as ediwatch_claim_set does. It returns that row; none, or a
-// rejection, means the set is claimable after all.
-const claimedSQL = `WITH ex AS (SELECT status, content_hash, correlation_id FROM inbox WHERE key = $1 FOR UPDATE),
-	seen AS (INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
-	                               original_correlation_id, created_at)
-	         SELECT CASE WHEN content_hash = $2 THEN 'duplicate' ELSE 'conflict' END, $1, $2, $3, $4, $5, $6,
-	                correlation_id, $7
-	         FROM ex WHERE status <> 'rejected')
-	SELECT status, content_hash, correlation_id FROM ex`
+// it locks as ediwatch_claim_set does, in file order. It returns those rows
+// by position in the arrays; a position missing, or a rejection, means
+// that set is claimable after all.
+const claimedSQL = `WITH input AS (
+		SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(key, hash, n)),
+	locked AS (
+		SELECT i.n, i.key, i.hash, b.status, b.content_hash, b.correlation_id
+		FROM input i JOIN inbox b ON b.key = i.key ORDER BY i.n FOR UPDATE OF b),
+	seen AS (
+		INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
+		                      original_correlation_id, created_at)
+		SELECT CASE WHEN content_hash = hash THEN 'duplicate' ELSE 'conflict' END, key, hash, $3, $4, $5, $6,
+		       correlation_id, $7
+		FROM locked WHERE status <> 'rejected' ORDER BY n)
+	SELECT n, status, content_hash, correlation_id FROM locked ORDER BY n`
 
-// addClaimed queues a set added as claimed. Its verification is read back
+// claimedGroup bounds the sets one claimedSQL records.
+const claimedGroup = 1000
+
+// addClaimed adds a set added as claimed to the group queued as one
+// statement before the next other record. Its verification is read back
 // after the statement ran, so it runs in an explicit transaction that
 // ErrClaimChanged rolls back, never in the implicit one of a single batch.
 func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
 	if err := in.beginTx(ctx); err != nil {
 		return err
 	}
-	f := in.s
-	in.batch.Queue(claimedSQL, r.Key, r.ContentHash, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now)
-	in.queued = append(in.queued, queued{kind: "claimed", key: r.Key, hash: r.ContentHash})
-	in.bytes += len(r.Key) + 200
+	in.claimedKeys = append(in.claimedKeys, r.Key)
+	in.claimedHashes = append(in.claimedHashes, r.ContentHash)
+	in.bytes += len(r.Key) + len(r.ContentHash) + 100
+	if len(in.claimedKeys) < claimedGroup {
+		return nil
+	}
+	in.queueClaimed()
 	return in.maybeFlush(ctx)
+}
+
+// queueClaimed queues the statement recording the sets added as claimed
+// since the last record of another kind, if any.
+func (in *ingestion) queueClaimed() {
+	if len(in.claimedKeys) == 0 {
+		return
+	}
+	f := in.s
+	in.batch.Queue(claimedSQL, in.claimedKeys, in.claimedHashes, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now)
+	in.queued = append(in.queued, queued{kind: "claimed", keys: in.claimedKeys, hashes: in.claimedHashes})
+	in.claimedKeys, in.claimedHashes = nil, nil
 }
 
 // beginTx opens the ingestion's explicit transaction, if not yet open.
@@ -335,6 +367,7 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 	ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key`
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
+	in.queueClaimed()
 	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now,
 		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
@@ -381,6 +414,41 @@ func (in *ingestion) wait() error {
 	return err
 }
 
+// readClaimed collects the results of a claimedSQL.
+func (in *ingestion) readClaimed(br pgx.BatchResults, q queued) error {
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var n int64
+		var status, hash string
+		r := inbox.SetResult{Outcome: inbox.Duplicate}
+		if err := rows.Scan(&n, &status, &hash, &r.OriginalCorrelationID); err != nil {
+			return fmt.Errorf("ingest: claims: %w", err)
+		}
+		if n != int64(i+1) || status == "rejected" {
+			break // set i is not claimed as it was looked up
+		}
+		r.Key = q.keys[i]
+		if hash != q.hashes[i] {
+			r.Outcome = inbox.Conflict
+		}
+		in.result.Sets = append(in.result.Sets, r)
+		i++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	if i < len(q.keys) {
+		return fmt.Errorf("ingest: claim %s: %w", q.keys[i], inbox.ErrClaimChanged)
+	}
+	return nil
+}
+
 // read collects the results of the queued statements, in order.
 func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 	for _, q := range queued {
@@ -394,19 +462,9 @@ func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 			r.Key, r.Outcome = q.key, inbox.Outcome(outcome)
 			in.result.Sets = append(in.result.Sets, r)
 		case "claimed":
-			var status, hash string
-			r := inbox.SetResult{Key: q.key, Outcome: inbox.Duplicate}
-			err := br.QueryRow().Scan(&status, &hash, &r.OriginalCorrelationID)
-			if errors.Is(err, pgx.ErrNoRows) || (err == nil && status == "rejected") {
-				return fmt.Errorf("ingest: claim %s: %w", q.key, inbox.ErrClaimChanged)
+			if err := in.readClaimed(br, q); err != nil {
+				return err
 			}
-			if err != nil {
-				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
-			}
-			if hash != q.hash {
-				r.Outcome = inbox.Conflict
-			}
-			in.result.Sets = append(in.result.Sets, r)
 		case "ack":
 			var key string
 			switch err := br.QueryRow().Scan(&key); {
@@ -442,11 +500,15 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		in.release()
 		return nil, err
 	}
+	in.queueClaimed()
 	f := in.s
 	sets := len(in.result.Sets)
 	for _, q := range in.queued {
-		if q.kind == "set" || q.kind == "claimed" {
+		switch q.kind {
+		case "set":
 			sets++
+		case "claimed":
+			sets += len(q.keys)
 		}
 	}
 	if !f.Fence.IsZero() {

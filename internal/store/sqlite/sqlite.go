@@ -187,6 +187,10 @@ type ingestion struct {
 	// stmts are the statements prepared on tx, each once per ingestion
 	// when first used; they close with tx.
 	stmts map[string]*sql.Stmt
+	// claimed are the [key, content hash] of the sets added as claimed
+	// since the last record of another kind, not recorded yet
+	// (flushClaimed).
+	claimed [][2]string
 }
 
 // stmt returns q prepared on the ingestion's transaction.
@@ -318,6 +322,9 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	if r.Claimed {
 		return in.addClaimed(ctx, r)
 	}
+	if err := in.flushClaimed(ctx); err != nil {
+		return err
+	}
 	now := us(f.Now)
 	ins, err := in.exec(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, reason, summary,
 		source, path, file_sha256, correlation_id, created_at, updated_at)
@@ -400,35 +407,83 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 
 const selectClaimSQL = "SELECT status, content_hash, correlation_id FROM inbox WHERE key = ?"
 
-// addClaimedSQL records the sighting of a set added as claimed (without
-// payload), in one statement: a duplicate or key conflict of the row that
-// claims its key, when that row exists and is not a rejection.
-const addClaimedSQL = `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
+// claimedSQL records consecutive sets added as claimed (without payload),
+// given as a JSON array of [key, content hash] pairs: for each whose key
+// is claimed, not as a rejection, a duplicate or key conflict sighting of
+// the row that claims it, in file order. It returns the sightings; a set
+// without one is claimable after all.
+const claimedSQL = `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
 	original_correlation_id, created_at)
-	SELECT CASE WHEN content_hash = ? THEN 'duplicate' ELSE 'conflict' END, key, ?, ?, ?, ?, ?, correlation_id, ?
-	FROM inbox WHERE key = ? AND status <> 'rejected'
-	RETURNING kind, original_correlation_id`
+	SELECT CASE WHEN b.content_hash = json_extract(j.value, '$[1]') THEN 'duplicate' ELSE 'conflict' END,
+	       b.key, json_extract(j.value, '$[1]'), ?, ?, ?, ?, b.correlation_id, ?
+	FROM json_each(?) AS j JOIN inbox AS b ON b.key = json_extract(j.value, '$[0]')
+	WHERE b.status <> 'rejected'
+	ORDER BY j.key
+	RETURNING key, content_hash, kind, original_correlation_id`
 
-// addClaimed records a set added as claimed: a duplicate or key conflict
-// of the row that claims its key, or, when that row is gone or a
-// rejection, inbox.ErrClaimChanged.
+// claimedGroup bounds the sets one claimedSQL records.
+const claimedGroup = 1000
+
+// addClaimed adds a set added as claimed to the group recorded by one
+// statement before the next record of another kind (flushClaimed).
 func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
-	f := in.f
-	var kind string
-	res := inbox.SetResult{Key: r.Key}
-	err := in.queryRow(ctx, addClaimedSQL, []any{r.ContentHash, r.ContentHash, f.Source, f.Path, f.SHA256,
-		f.CorrelationID, us(f.Now), r.Key}, &kind, &res.OriginalCorrelationID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("ingest: claim %s: %w", r.Key, inbox.ErrClaimChanged)
+	in.claimed = append(in.claimed, [2]string{r.Key, r.ContentHash})
+	if len(in.claimed) < claimedGroup {
+		return nil
 	}
+	return in.flushClaimed(ctx)
+}
+
+// flushClaimed records the sets added as claimed since the last record of
+// another kind: duplicates or key conflicts of the rows that claim their
+// keys, or, when one of those rows is gone or a rejection,
+// inbox.ErrClaimChanged.
+func (in *ingestion) flushClaimed(ctx context.Context) error {
+	if len(in.claimed) == 0 {
+		return nil
+	}
+	group := in.claimed
+	in.claimed = nil
+	list, err := json.Marshal(group)
 	if err != nil {
-		return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
+		return err
 	}
-	res.Outcome = inbox.Duplicate
-	if kind == "conflict" {
-		res.Outcome = inbox.Conflict
+	f := in.f
+	st, err := in.stmt(ctx, claimedSQL)
+	if err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
 	}
-	in.result.Sets = append(in.result.Sets, res)
+	rows, err := st.QueryContext(ctx, f.Source, f.Path, f.SHA256, f.CorrelationID, us(f.Now), string(list))
+	if err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	defer rows.Close()
+	// The same key and hash twice in a group get the same sighting.
+	seen := make(map[[2]string]inbox.SetResult, len(group))
+	n := 0
+	for rows.Next() {
+		var key, hash, kind string
+		res := inbox.SetResult{Outcome: inbox.Duplicate}
+		if err := rows.Scan(&key, &hash, &kind, &res.OriginalCorrelationID); err != nil {
+			return fmt.Errorf("ingest: claims: %w", err)
+		}
+		if kind == "conflict" {
+			res.Outcome = inbox.Conflict
+		}
+		res.Key = key
+		seen[[2]string{key, hash}] = res
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	for _, g := range group {
+		res, ok := seen[g]
+		if !ok || n != len(group) {
+			return fmt.Errorf("ingest: claim %s: %w", g[0], inbox.ErrClaimChanged)
+		}
+		in.result.Sets = append(in.result.Sets, res)
+	}
 	return nil
 }
 
@@ -462,6 +517,9 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	if err := in.begin(ctx); err != nil {
 		return err
 	}
+	if err := in.flushClaimed(ctx); err != nil {
+		return err
+	}
 	if e.UnlessConflictIn != "" {
 		var conflicts int
 		if err := in.queryRow(ctx, `SELECT count(*) FROM sighting WHERE kind = 'conflict'
@@ -482,6 +540,10 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 
 func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastError string) (*inbox.IngestResult, error) {
 	if err := in.begin(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.flushClaimed(ctx); err != nil {
+		in.Rollback()
 		return nil, err
 	}
 	defer in.Rollback()

@@ -200,6 +200,40 @@ func testClaimLookupRejected(t *testing.T, s store.Store) {
 // sent while later sets are still being added.
 const changedSets = 1100
 
+// testClaimLookupOneRejected: between the lookup and the write one set in
+// the middle of the file becomes a rejection (the keys are pruned and
+// claimed again by a copy in which that set alone is rejected): the write
+// refuses the file even so, and the second write reclaims that set.
+func testClaimLookupOneRejected(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	data := remitBytes(t, x12gen.Remit{}, changedSets)
+	mustIngest(t, s, "first.835", data)
+	writes := 0
+	r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes, BeforeWrite: func(ctx context.Context) error {
+		writes++
+		if writes > 1 {
+			return nil
+		}
+		if _, err := s.Prune(ctx, t0.Add(time.Hour), 1000); err != nil {
+			return err
+		}
+		_, err := Ingest(t, s, "one-rejected.835", rejectSet(t, data, changedSets/2))
+		return err
+	}}, inbox.FileInfo{Source: "test", Path: "second.835", Size: int64(len(data)), MTime: t0, SHA256: "x",
+		CorrelationID: "second", Now: t0}, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes != 2 || r.Count(inbox.Duplicate) != changedSets-1 || r.Count(inbox.BusinessDuplicate) != 1 ||
+		r.Sets[changedSets/2-1].Outcome != inbox.BusinessDuplicate {
+		t.Fatalf("%d writes; %d duplicates, %d business duplicates", writes, r.Count(inbox.Duplicate),
+			r.Count(inbox.BusinessDuplicate))
+	}
+	if c := counts(t, s); c.Inbox["processed"] != changedSets || sum(c.Inbox) != changedSets {
+		t.Errorf("counts %+v", c)
+	}
+}
+
 func testClaimLookupChanged(t *testing.T, s store.Store, change func(ctx context.Context, data []byte) error) {
 	ctx := context.Background()
 	data := remitBytes(t, x12gen.Remit{}, changedSets)

@@ -122,6 +122,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"ClaimLookupPrunedRedoes":          testClaimLookupPruned,
 		"ClaimLookupRejectedRedoes":        testClaimLookupRejected,
 		"SmallFileNotLookedUp":             testSmallFileNotLookedUp,
+		"ClaimLookupOneRejectedRedoes":     testClaimLookupOneRejected,
 	}
 }
 

@@ -10,17 +10,14 @@
 package inbox
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
@@ -40,6 +37,10 @@ type Options struct {
 	// SpillDir holds the temporary file a large file's records are spilled
 	// to between parsing and writing (default the system temp dir).
 	SpillDir string
+	// BeforeWrite, when set, is called between the parse and the write
+	// phase of every write attempt. Tests use it to change the store
+	// between a claim lookup and the write that verifies it.
+	BeforeWrite func(ctx context.Context) error
 }
 
 // SetReport is one set's outcome with what processing found.
@@ -82,6 +83,17 @@ type ControlNumberStore interface {
 //  2. write: the ingestion is begun and fed the spilled records, then
 //     committed.
 //
+// Duplicates are cheap: when the store implements ClaimLookup and the file
+// holds lookupFrom sets or more, the keys of its sets are looked up after
+// the envelope pass, outside any transaction, and a set whose key is
+// claimed (not as a rejection) is spilled without summary or effects
+// (SetRecord.Claimed): its outcome is a duplicate or key conflict whatever
+// they are. Its status, problems and acknowledgments are computed as for
+// any set. The write verifies every such set; should one have become
+// claimable in between (pruned, or claimed anew as a rejection), the write
+// fails with ErrClaimChanged, records nothing, and the file is parsed and
+// written again with every payload.
+//
 // opts.Timeout, when set, bounds both phases together.
 func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Report, error) {
 	if opts.Timeout > 0 {
@@ -93,9 +105,30 @@ func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Re
 	if !ok {
 		return nil, errors.New("ingest: the store does not allocate control numbers")
 	}
+	lookup, _ := opts.Store.(ClaimLookup)
+	for {
+		res, err := ingest(ctx, opts, numbers, f, r, lookup)
+		if errors.Is(err, ErrClaimChanged) && lookup != nil && ctx.Err() == nil {
+			// A set whose payload was left out turned out claimable when
+			// written: nothing was recorded; parse again with every
+			// payload.
+			if _, err := r.Seek(0, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("ingest: rewind: %w", err)
+			}
+			lookup = nil
+			continue
+		}
+		return res, err
+	}
+}
+
+// ingest parses r and writes it, looking its keys up first when lookup is
+// set.
+func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f FileInfo, r io.ReadSeeker,
+	lookup ClaimLookup) (*Report, error) {
 	sp := &spill{dir: opts.SpillDir}
 	defer sp.Close()
-	p, err := parse(ctx, opts, ControlNumbers{Store: numbers}, r, sp)
+	p, err := parse(ctx, opts, ControlNumbers{Store: numbers}, r, sp, lookup)
 	if err != nil {
 		return nil, err
 	}
@@ -105,11 +138,73 @@ func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Re
 	// spill, so the write is tried again, a few times, before the file
 	// counts a failed attempt.
 	for attempt := 1; ; attempt++ {
+		if opts.BeforeWrite != nil {
+			if err := opts.BeforeWrite(ctx); err != nil {
+				return nil, err
+			}
+		}
 		res, err := write(ctx, opts, f, p, sp)
 		if !errors.Is(err, ErrTransient) || attempt == writeAttempts || ctx.Err() != nil {
 			return res, err
 		}
 	}
+}
+
+// lookupFrom is the number of sets from which a file's keys are looked up
+// before its sets are processed: a set already claimed needs no payload.
+// A smaller file is written without the extra query.
+const lookupFrom = 64
+
+// claims is what a lookup found for a file: which sets are claimed
+// already, by position in the file.
+type claims struct {
+	keys    []string // every set's key, in file order
+	claimed []bool
+	next    int    // the position of the set asked about next
+	lastKey string // the set asked about last, and its answer
+	last    bool
+}
+
+// lookUpClaims looks up which sets of the envelope f are claimed already
+// (see ClaimLookup); nil for a file of fewer than lookupFrom sets.
+func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) (*claims, error) {
+	c := &claims{}
+	for _, ix := range f.Interchanges {
+		for _, g := range ix.Groups {
+			for _, s := range g.Sets {
+				c.keys = append(c.keys, s.Key)
+			}
+		}
+	}
+	if len(c.keys) < lookupFrom {
+		return nil, nil
+	}
+	found, err := lookup.ClaimedKeys(ctx, c.keys)
+	if err != nil {
+		return nil, fmt.Errorf("ingest: look up claims: %w", err)
+	}
+	// A bit per set rather than the map: it is kept while the whole file
+	// is processed.
+	c.claimed = make([]bool, len(c.keys))
+	for i, k := range c.keys {
+		c.claimed[i] = found[k]
+	}
+	return c, nil
+}
+
+// ask answers for the next set of the file, which process.File asks about
+// once, in file order (Config.NoEffects).
+func (c *claims) ask(s *envelope.Set) bool {
+	i := c.next
+	c.next++
+	c.lastKey, c.last = s.Key, i < len(c.keys) && c.keys[i] == s.Key && c.claimed[i]
+	return c.last
+}
+
+// answered returns the answer ask gave for the set key, which process.File
+// emits right after asking.
+func (c *claims) answered(key string) bool {
+	return c != nil && c.lastKey == key && c.last
 }
 
 // writeAttempts bounds the writes of one ingest after transient conflicts.
@@ -121,30 +216,40 @@ type parsed struct {
 	x12    bool
 	status FileStatus
 	reason string
-	meta   []SetReport
+	meta   []setMeta
 }
 
-// spilled is one record of the spill (gob, which keeps every exported
-// field, json:"-" ones included): a set or an acknowledgment.
-type spilled struct {
-	Set *SetRecord
-	Ack *outbox.Effect
+// setMeta is what the report says of a set besides its result.
+type setMeta struct {
+	typ, reason string
+	unbalanced  bool
 }
 
-func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker, sp *spill) (*parsed, error) {
-	enc := gob.NewEncoder(sp)
+func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker, sp *spill,
+	lookup ClaimLookup) (*parsed, error) {
 	out := &parsed{status: FileIngested}
-	summary, err := process.File(ctx, r, process.Config{ControlNumbers: cn, Ack: opts.Ack},
+	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack}
+	var claimed *claims
+	if lookup != nil {
+		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
+			var err error
+			if claimed, err = lookUpClaims(ctx, lookup, f); err != nil || claimed == nil {
+				return nil, err
+			}
+			return claimed.ask, nil
+		}
+	}
+	summary, err := process.File(ctx, r, cfg,
 		func(it process.Item) error {
 			switch {
 			case it.Set != nil:
-				rec, err := setRecord(it.Set, opts.Routes)
+				rec, err := setRecord(it.Set, opts.Routes, claimed.answered(it.Set.Key))
 				if err != nil {
 					return err
 				}
-				out.meta = append(out.meta, SetReport{Type: it.Set.Type, Reason: it.Set.Reason,
-					Unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
-				return sp.put(enc, spilled{Set: &rec})
+				out.meta = append(out.meta, setMeta{typ: it.Set.Type, reason: it.Set.Reason,
+					unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
+				return sp.put(spilled{Set: &rec})
 			case it.Ack != nil:
 				e, err := effect(*it.Ack, opts.Routes)
 				if err != nil {
@@ -152,7 +257,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				}
 				// Quarantined content is not acknowledged as accepted.
 				e.UnlessConflictIn = it.Ack.Answers
-				return sp.put(enc, spilled{Ack: &e})
+				return sp.put(spilled{Ack: &e})
 			}
 			return nil
 		})
@@ -166,8 +271,8 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	// Not X12: the file itself is keyed by its SHA-256 and rejected, with a
 	// TA1 when the partner's ids are configured.
 	out.status, out.reason = FileRejected, summary.Errors[0].Error()
-	out.meta = append(out.meta, SetReport{Type: "", Reason: out.reason})
-	if err := sp.put(enc, spilled{Set: &SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
+	out.meta = append(out.meta, setMeta{reason: out.reason})
+	if err := sp.put(spilled{Set: &SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
 		Rejected: true, Reason: out.reason}}); err != nil {
 		return nil, err
 	}
@@ -179,7 +284,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 		if err != nil {
 			return nil, err
 		}
-		if err := sp.put(enc, spilled{Ack: &e}); err != nil {
+		if err := sp.put(spilled{Ack: &e}); err != nil {
 			return nil, err
 		}
 	}
@@ -191,16 +296,15 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 	if err != nil {
 		return nil, err
 	}
-	dec := gob.NewDecoder(rd)
 	ing, err := opts.Store.BeginIngest(ctx, f)
 	if err != nil {
 		return nil, err
 	}
 	defer ing.Rollback()
 	for range sp.n {
-		var rec spilled
-		if err := dec.Decode(&rec); err != nil {
-			return nil, fmt.Errorf("ingest: read spill: %w", err)
+		rec, err := rd.next()
+		if err != nil {
+			return nil, err
 		}
 		switch {
 		case rec.Set != nil:
@@ -219,86 +323,22 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 	if len(res.Sets) != len(p.meta) {
 		return nil, fmt.Errorf("ingest: %d results for %d sets", len(res.Sets), len(p.meta))
 	}
-	out := &Report{X12: p.x12, AckKeys: res.AckKeys}
+	out := &Report{X12: p.x12, AckKeys: res.AckKeys, Sets: make([]SetReport, len(res.Sets))}
 	for i, s := range res.Sets {
 		m := p.meta[i]
-		m.SetResult = s
-		out.Sets = append(out.Sets, m)
+		out.Sets[i] = SetReport{SetResult: s, Type: m.typ, Reason: m.reason, Unbalanced: m.unbalanced}
 	}
 	return out, nil
 }
 
-// spillInMemory is how many bytes of records the spill keeps in memory
-// before it moves them to a temporary file: a typical file never touches
-// the disk.
-const spillInMemory = 4 << 20
-
-// spill holds the records of one file between the phases: in memory, then
-// in an unlinked temporary file (so no crash leaves one behind).
-type spill struct {
-	dir  string
-	n    int // records
-	mem  bytes.Buffer
-	file *os.File
-	w    *bufio.Writer
-}
-
-func (s *spill) put(enc *gob.Encoder, rec spilled) error {
-	if err := enc.Encode(rec); err != nil {
-		return fmt.Errorf("ingest: spill: %w", err)
-	}
-	s.n++
-	return nil
-}
-
-// Write implements io.Writer for the gob encoder.
-func (s *spill) Write(b []byte) (int, error) {
-	if s.file == nil && s.mem.Len()+len(b) > spillInMemory {
-		f, err := os.CreateTemp(s.dir, "ediwatch-ingest-*")
-		if err != nil {
-			return 0, err
-		}
-		if err := os.Remove(f.Name()); err != nil {
-			f.Close()
-			return 0, err
-		}
-		s.file, s.w = f, bufio.NewWriterSize(f, 256<<10)
-		if _, err := s.w.Write(s.mem.Bytes()); err != nil {
-			return 0, err
-		}
-		s.mem = bytes.Buffer{}
-	}
-	if s.file != nil {
-		return s.w.Write(b)
-	}
-	return s.mem.Write(b)
-}
-
-// reader returns the spilled records from the start; it may be called
-// again, for another write of the same records.
-func (s *spill) reader() (io.Reader, error) {
-	if s.file == nil {
-		return bytes.NewReader(s.mem.Bytes()), nil
-	}
-	if err := s.w.Flush(); err != nil {
-		return nil, fmt.Errorf("ingest: spill: %w", err)
-	}
-	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("ingest: spill: %w", err)
-	}
-	return bufio.NewReaderSize(s.file, 256<<10), nil
-}
-
-// Close releases the temporary file, if any.
-func (s *spill) Close() {
-	if s.file != nil {
-		s.file.Close()
-	}
-}
-
-func setRecord(s *process.Set, routes map[string]string) (SetRecord, error) {
+// setRecord returns the record of s; a claimed set (see
+// SetRecord.Claimed) gets neither summary nor effects.
+func setRecord(s *process.Set, routes map[string]string, claimed bool) (SetRecord, error) {
 	rec := SetRecord{Key: s.Key, ContentHash: s.ContentHash, Type: s.Type,
-		Rejected: s.Status == process.Rejected, Reason: s.Reason}
+		Rejected: s.Status == process.Rejected, Reason: s.Reason, Claimed: claimed}
+	if claimed {
+		return rec, nil
+	}
 	if sum := s.Summary(); sum != nil {
 		rec.Summary = mustJSON(sum)
 	}

@@ -15,6 +15,13 @@ import (
 // succeed.
 var ErrTransient = errors.New("store: transient conflict with a concurrent ingestion")
 
+// ErrClaimChanged: a set added as Claimed (its payload left out, since a
+// lookup found its key claimed) is claimable after all when written: its
+// inbox row was pruned, or is a rejection, which the next processing
+// arrival reclaims. The ingestion fails and records nothing; the caller
+// writes the file again with every payload.
+var ErrClaimChanged = errors.New("store: a set looked up as claimed is claimable again")
+
 // Outcome is what ingest decided for one transaction set.
 type Outcome string
 
@@ -66,6 +73,13 @@ type SetRecord struct {
 	// data); may be nil.
 	Summary json.RawMessage
 	Effects []outbox.Effect
+	// Claimed says a lookup before the ingestion (ClaimLookup) found Key
+	// claimed, not as a rejection: Summary and Effects are left out, since
+	// the outcome is a duplicate or a key conflict whatever they are. The
+	// ingestion verifies it: if Key is not claimed, or claimed as a
+	// rejection, when the set is written, the ingestion fails with
+	// ErrClaimChanged and records nothing.
+	Claimed bool
 }
 
 // SetResult is the outcome of one set.
@@ -143,6 +157,16 @@ type Ingestion interface {
 // of processes: unique constraints decide every race.
 type Ingester interface {
 	BeginIngest(ctx context.Context, f FileInfo) (Ingestion, error)
+}
+
+// ClaimLookup is implemented by a store that can tell, ahead of an
+// ingestion and outside its transaction, which keys are already claimed.
+type ClaimLookup interface {
+	// ClaimedKeys returns those of keys whose inbox row exists with a
+	// status other than rejected (processed or conflict). The answer may
+	// be stale by the time an ingestion writes; SetRecord.Claimed says how
+	// the ingestion verifies it.
+	ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error)
 }
 
 // Fence is a lease as granted: writes made under it are refused once the

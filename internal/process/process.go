@@ -129,6 +129,14 @@ type Config struct {
 	NoAcks bool
 	// Envelope options for the reader (KeepSegments is always set).
 	Envelope envelope.Options
+	// NoEffects, when set, is called once after the envelope pass with the
+	// file's envelope tree. The function it returns (nil: none) is called
+	// once for each set, in file order, just before the set is emitted;
+	// the sets for which it reports true get no Effects (the caller knows
+	// them to be claimed already, so their effects would be discarded).
+	// Everything else of such a set (status, problems, document,
+	// acknowledgments) is the same.
+	NoEffects func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) bool, error)
 }
 
 // File processes the file r and calls emit with every item in file order.
@@ -149,6 +157,12 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	}
 	if !summary.X12 {
 		return summary, nil
+	}
+	var noEffects func(s *envelope.Set) bool
+	if cfg.NoEffects != nil {
+		if noEffects, err = cfg.NoEffects(ctx, summary); err != nil {
+			return nil, err
+		}
 	}
 	opts := cfg.Envelope
 	opts.KeepSegments = true
@@ -177,7 +191,8 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			if groupIndex < len(verdictIX.Groups) {
 				verdictG = verdictIX.Groups[groupIndex]
 			}
-			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG)
+			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG,
+				noEffects != nil && noEffects(rd.Set()))
 			results = append(results, res)
 			groupHashes = append(groupHashes, set.ContentHash)
 			if err := emit(Item{Set: set}); err != nil {
@@ -245,7 +260,7 @@ func onlyAcks(ix *envelope.Interchange) bool {
 }
 
 func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
-	verdictIX *envelope.Interchange, verdictG *envelope.Group) (*Set, ack.SetResult) {
+	verdictIX *envelope.Interchange, verdictG *envelope.Group, noEffects bool) (*Set, ack.SetResult) {
 	out := &Set{Key: s.Key, ContentHash: s.HashHex(), Type: s.Type, ControlNumber: s.ControlNumber,
 		Status: Processed, Errors: s.Errors}
 	segs := s.Segments()
@@ -266,7 +281,7 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 	case x12.Rejects(out.Problems):
 		out.Status, out.Reason = Rejected, "content rejected: "+firstRejecting(out.Problems)
 	}
-	if out.Status == Processed {
+	if out.Status == Processed && !noEffects {
 		out.Effects = effects(ix, out)
 	}
 	return out, res

@@ -169,6 +169,7 @@ func collectCount(query func(string) (Rows, func(), error), sql string, m map[st
 // Store is everything a driver provides. It is safe for concurrent use.
 type Store interface {
 	inbox.Ingester
+	inbox.ClaimLookup
 	outbox.Store
 	Leases
 	inbox.Ledger

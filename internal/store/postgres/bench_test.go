@@ -23,3 +23,11 @@ func BenchmarkIngestVsBareCommit(b *testing.B) {
 		return err
 	}, 3*time.Second)
 }
+
+// BenchmarkIngest100MB: a 100 MB 835 (60,580 sets of 8 claims) ingested
+// twice into a fresh store, beside sha256 of the same bytes.
+// Run: go test ./internal/store/postgres -run XXX -bench Ingest100MB -benchtime 1x
+func BenchmarkIngest100MB(b *testing.B) {
+	data := storetest.BigFile(b, storetest.BigRemit)
+	storetest.BenchIngestBigFile(b, newStore(b), data, nil, 15)
+}

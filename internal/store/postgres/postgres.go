@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -143,11 +144,20 @@ type ingestion struct {
 	result  inbox.IngestResult
 	done    bool
 	setRows int
+	// inflight, while a batch runs in the background, receives its
+	// outcome (maybeFlush).
+	inflight chan error
+	// claimedKeys and claimedHashes are the sets added as claimed since the
+	// last record of another kind, not queued yet (queueClaimed).
+	claimedKeys, claimedHashes []string
 }
 
 type queued struct {
-	kind string // set, ack
+	kind string // set, claimed, ack, exec
 	key  string
+	// claimed: the keys and content hashes of consecutive sets added as
+	// claimed, recorded by one statement.
+	keys, hashes []string
 }
 
 const (
@@ -168,13 +178,11 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	if r.Rejected {
 		status = "rejected"
 	}
-	effects, err := json.Marshal(r.Effects)
-	if err != nil {
-		return err
+	if r.Claimed {
+		return in.addClaimed(ctx, r)
 	}
-	if len(r.Effects) == 0 {
-		effects = []byte("[]")
-	}
+	in.queueClaimed()
+	effects := effectsJSON(r.Effects)
 	var summary any
 	if len(r.Summary) > 0 {
 		summary = string(r.Summary)
@@ -187,6 +195,170 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	return in.maybeFlush(ctx)
 }
 
+// claimedSQL records consecutive sets added as claimed (without payload),
+// given as arrays of keys ($1) and content hashes ($2): for each, a
+// duplicate or key conflict sighting of the row that claims its key, which
+// it locks as ediwatch_claim_set does, in file order. It returns those rows
+// by position in the arrays; a position missing, or a rejection, means
+// that set is claimable after all.
+const claimedSQL = `WITH input AS (
+		SELECT * FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(key, hash, n)),
+	locked AS (
+		SELECT i.n, i.key, i.hash, b.status, b.content_hash, b.correlation_id
+		FROM input i JOIN inbox b ON b.key = i.key ORDER BY i.n FOR UPDATE OF b),
+	seen AS (
+		INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
+		                      original_correlation_id, created_at)
+		SELECT CASE WHEN content_hash = hash THEN 'duplicate' ELSE 'conflict' END, key, hash, $3, $4, $5, $6,
+		       correlation_id, $7
+		FROM locked WHERE status <> 'rejected' ORDER BY n)
+	SELECT n, status, content_hash, correlation_id FROM locked ORDER BY n`
+
+// claimedGroup bounds the sets one claimedSQL records.
+const claimedGroup = 1000
+
+// addClaimed adds a set added as claimed to the group queued as one
+// statement before the next other record. Its verification is read back
+// after the statement ran, so it runs in an explicit transaction that
+// ErrClaimChanged rolls back, never in the implicit one of a single batch.
+func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
+	if err := in.beginTx(ctx); err != nil {
+		return err
+	}
+	in.claimedKeys = append(in.claimedKeys, r.Key)
+	in.claimedHashes = append(in.claimedHashes, r.ContentHash)
+	in.bytes += len(r.Key) + len(r.ContentHash) + 100
+	if len(in.claimedKeys) < claimedGroup {
+		return nil
+	}
+	in.queueClaimed()
+	return in.maybeFlush(ctx)
+}
+
+// queueClaimed queues the statement recording the sets added as claimed
+// since the last record of another kind, if any.
+func (in *ingestion) queueClaimed() {
+	if len(in.claimedKeys) == 0 {
+		return
+	}
+	f := in.s
+	in.batch.Queue(claimedSQL, in.claimedKeys, in.claimedHashes, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now)
+	in.queued = append(in.queued, queued{kind: "claimed", keys: in.claimedKeys, hashes: in.claimedHashes})
+	in.claimedKeys, in.claimedHashes = nil, nil
+}
+
+// beginTx opens the ingestion's explicit transaction, if not yet open.
+func (in *ingestion) beginTx(ctx context.Context) error {
+	if in.tx != nil {
+		return nil
+	}
+	conn, err := in.st.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	in.conn = conn
+	if in.tx, err = conn.Begin(ctx); err != nil {
+		return fmt.Errorf("ingest: begin: %w", err)
+	}
+	if _, err := in.tx.Exec(ctx, lz4SQL); err != nil {
+		return fmt.Errorf("ingest: begin: %w", err)
+	}
+	return nil
+}
+
+// lz4SQL makes the transaction compress what it stores out of line (the
+// payloads of a large file) with lz4 where the server has it: pglz, the
+// default, took as long as parsing the JSON. Reading is the same for
+// either method.
+const lz4SQL = `SELECT set_config('default_toast_compression', 'lz4', true) FROM pg_settings
+	WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)`
+
+// ClaimedKeys implements inbox.ClaimLookup. The keys of its answer are
+// strings of keys, not copies.
+func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), 10000)]
+		keys = keys[len(chunk):]
+		want := make(map[string]string, len(chunk))
+		for _, k := range chunk {
+			want[k] = k
+		}
+		// A join, not key = ANY($1): on a table not yet analysed the
+		// planner may scan it comparing every row with the whole array.
+		rows, err := s.pool.Query(ctx, `SELECT i.key FROM unnest($1::text[]) AS k(key) JOIN inbox i ON i.key = k.key
+			WHERE i.status <> 'rejected'`, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("claimed keys: %w", err)
+		}
+		for rows.Next() {
+			if key, ok := want[string(rows.RawValues()[0])]; ok {
+				out[key] = true
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("claimed keys: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// effectsJSON encodes effects as the JSON array ediwatch_claim_set reads,
+// without reflection (a payload is already JSON: it is copied as is).
+func effectsJSON(effects []outbox.Effect) []byte {
+	n := 2
+	for _, e := range effects {
+		n += len(e.Payload) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 80
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, e := range effects {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"kind":`...)
+		b = appendJSONString(b, e.Kind)
+		b = append(b, `,"key":`...)
+		b = appendJSONString(b, e.Key)
+		b = append(b, `,"ordering_key":`...)
+		b = appendJSONString(b, e.OrderingKey)
+		b = append(b, `,"sink":`...)
+		b = appendJSONString(b, e.Sink)
+		b = append(b, `,"payload":`...)
+		if len(e.Payload) == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, e.Payload...)
+		}
+		b = append(b, `,"hash":`...)
+		b = appendJSONString(b, e.Hash)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		q, _ := json.Marshal(s) // replaces invalid bytes, as encoding/json always did here
+		return append(b, q...)
+	}
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
 const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
 	next_attempt_at, created_at, updated_at, effect_hash)
 	SELECT $1, $2, $3, $4, '', $5, $6, $7, $7, $7, $9
@@ -195,6 +367,7 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 	ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key`
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
+	in.queueClaimed()
 	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now,
 		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
@@ -202,32 +375,83 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	return in.maybeFlush(ctx)
 }
 
+// maybeFlush sends the queued statements once they are many. The batch
+// runs while the caller queues the next ones: its outcome is collected
+// before the next batch is sent, and by Commit and Rollback.
 func (in *ingestion) maybeFlush(ctx context.Context) error {
 	if in.bytes < flushAtBytes && len(in.queued) < flushAtRows {
 		return nil
 	}
-	if in.tx == nil {
-		conn, err := in.st.pool.Acquire(ctx)
-		if err != nil {
-			return fmt.Errorf("ingest: %w", err)
-		}
-		in.conn = conn
-		if in.tx, err = conn.Begin(ctx); err != nil {
-			return fmt.Errorf("ingest: begin: %w", err)
-		}
+	if err := in.wait(); err != nil {
+		return err
 	}
-	br := in.tx.SendBatch(ctx, in.batch)
-	err := in.read(br)
-	if cerr := br.Close(); err == nil {
-		err = cerr
+	if err := in.beginTx(ctx); err != nil {
+		return err
 	}
+	batch, queued := in.batch, in.queued
 	in.batch, in.queued, in.bytes = &pgx.Batch{}, nil, 0
-	return ingestErr(err)
+	done := make(chan error, 1)
+	in.inflight = done
+	go func() {
+		br := in.tx.SendBatch(ctx, batch)
+		err := in.read(br, queued)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		done <- ingestErr(err)
+	}()
+	return nil
+}
+
+// wait returns the outcome of the batch in flight, if any. Until it
+// returns, the transaction and in.result belong to that batch.
+func (in *ingestion) wait() error {
+	if in.inflight == nil {
+		return nil
+	}
+	err := <-in.inflight
+	in.inflight = nil
+	return err
+}
+
+// readClaimed collects the results of a claimedSQL.
+func (in *ingestion) readClaimed(br pgx.BatchResults, q queued) error {
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var n int64
+		var status, hash string
+		r := inbox.SetResult{Outcome: inbox.Duplicate}
+		if err := rows.Scan(&n, &status, &hash, &r.OriginalCorrelationID); err != nil {
+			return fmt.Errorf("ingest: claims: %w", err)
+		}
+		if n != int64(i+1) || status == "rejected" {
+			break // set i is not claimed as it was looked up
+		}
+		r.Key = q.keys[i]
+		if hash != q.hashes[i] {
+			r.Outcome = inbox.Conflict
+		}
+		in.result.Sets = append(in.result.Sets, r)
+		i++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	if i < len(q.keys) {
+		return fmt.Errorf("ingest: claim %s: %w", q.keys[i], inbox.ErrClaimChanged)
+	}
+	return nil
 }
 
 // read collects the results of the queued statements, in order.
-func (in *ingestion) read(br pgx.BatchResults) error {
-	for _, q := range in.queued {
+func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
+	for _, q := range queued {
 		switch q.kind {
 		case "set":
 			var r inbox.SetResult
@@ -237,6 +461,10 @@ func (in *ingestion) read(br pgx.BatchResults) error {
 			}
 			r.Key, r.Outcome = q.key, inbox.Outcome(outcome)
 			in.result.Sets = append(in.result.Sets, r)
+		case "claimed":
+			if err := in.readClaimed(br, q); err != nil {
+				return err
+			}
 		case "ack":
 			var key string
 			switch err := br.QueryRow().Scan(&key); {
@@ -268,11 +496,19 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		return nil, errors.New("ingest: already finished")
 	}
 	in.done = true
+	if err := in.wait(); err != nil {
+		in.release()
+		return nil, err
+	}
+	in.queueClaimed()
 	f := in.s
 	sets := len(in.result.Sets)
 	for _, q := range in.queued {
-		if q.kind == "set" {
+		switch q.kind {
+		case "set":
 			sets++
+		case "claimed":
+			sets += len(q.keys)
 		}
 	}
 	if !f.Fence.IsZero() {
@@ -298,13 +534,13 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 	if in.tx == nil {
 		// One round trip: the batch runs as one implicit transaction.
 		br := in.st.pool.SendBatch(ctx, in.batch)
-		err = in.read(br)
+		err = in.read(br, in.queued)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
 	} else {
 		br := in.tx.SendBatch(ctx, in.batch)
-		err = in.read(br)
+		err = in.read(br, in.queued)
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
@@ -335,6 +571,7 @@ func (in *ingestion) release() {
 
 func (in *ingestion) Rollback() {
 	in.done = true
+	in.wait() // its outcome no longer matters; the connection does
 	in.release()
 }
 

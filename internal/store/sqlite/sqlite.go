@@ -184,6 +184,86 @@ type ingestion struct {
 	tx     *sql.Tx
 	result inbox.IngestResult
 	done   bool
+	// stmts are the statements prepared on tx, each once per ingestion
+	// when first used; they close with tx.
+	stmts map[string]*sql.Stmt
+	// claimed are the [key, content hash] of the sets added as claimed
+	// since the last record of another kind, not recorded yet
+	// (flushClaimed).
+	claimed [][2]string
+}
+
+// stmt returns q prepared on the ingestion's transaction.
+func (in *ingestion) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := in.stmts[q]; ok {
+		return st, nil
+	}
+	st, err := in.tx.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if in.stmts == nil {
+		in.stmts = map[string]*sql.Stmt{}
+	}
+	in.stmts[q] = st
+	return st, nil
+}
+
+// exec runs q, prepared once per ingestion, with args.
+func (in *ingestion) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	st, err := in.stmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// queryRow runs q, prepared once per ingestion, with args and scans its
+// row into dest.
+func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ...any) error {
+	st, err := in.stmt(ctx, q)
+	if err != nil {
+		return err
+	}
+	return st.QueryRowContext(ctx, args...).Scan(dest...)
+}
+
+// ClaimedKeys implements inbox.ClaimLookup. The keys of its answer are
+// strings of keys, not copies.
+func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for len(keys) > 0 {
+		chunk := keys[:min(len(keys), 10000)]
+		keys = keys[len(chunk):]
+		list, err := json.Marshal(chunk)
+		if err != nil {
+			return nil, err
+		}
+		want := make(map[string]string, len(chunk))
+		for _, k := range chunk {
+			want[k] = k
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT key FROM inbox WHERE status <> 'rejected'
+			AND key IN (SELECT value FROM json_each(?))`, string(list))
+		if err != nil {
+			return nil, fmt.Errorf("claimed keys: %w", err)
+		}
+		for rows.Next() {
+			var k sql.RawBytes
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("claimed keys: %w", err)
+			}
+			if key, ok := want[string(k)]; ok {
+				out[key] = true
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("claimed keys: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // BeginIngest implements inbox.Ingester. The write transaction (BEGIN
@@ -210,7 +290,7 @@ func (in *ingestion) begin(ctx context.Context) error {
 
 func (in *ingestion) sighting(ctx context.Context, kind string, r inbox.SetRecord, original string) error {
 	f := in.f
-	_, err := in.tx.ExecContext(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256,
+	_, err := in.exec(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256,
 		correlation_id, original_correlation_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		kind, r.Key, r.ContentHash, f.Source, f.Path, f.SHA256, f.CorrelationID, original, us(f.Now))
 	return err
@@ -239,8 +319,14 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	add := func() {
 		in.result.Sets = append(in.result.Sets, res)
 	}
+	if r.Claimed {
+		return in.addClaimed(ctx, r)
+	}
+	if err := in.flushClaimed(ctx); err != nil {
+		return err
+	}
 	now := us(f.Now)
-	ins, err := in.tx.ExecContext(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, reason, summary,
+	ins, err := in.exec(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, reason, summary,
 		source, path, file_sha256, correlation_id, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
 		r.Key, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source, f.Path, f.SHA256,
@@ -250,15 +336,14 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	}
 	if n, _ := ins.RowsAffected(); n == 0 {
 		var exStatus, exHash, exCorr string
-		if err := in.tx.QueryRowContext(ctx, "SELECT status, content_hash, correlation_id FROM inbox WHERE key = ?",
-			r.Key).Scan(&exStatus, &exHash, &exCorr); err != nil {
+		if err := in.queryRow(ctx, selectClaimSQL, []any{r.Key}, &exStatus, &exHash, &exCorr); err != nil {
 			return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
 		}
 		switch {
 		case exStatus == "rejected" && (!r.Rejected || exHash != r.ContentHash):
 			// A rejection is not processing: the next arrival that
 			// processes claims the key, whatever its content hash.
-			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = ?, content_hash = ?, set_type = ?,
+			if _, err := in.exec(ctx, `UPDATE inbox SET status = ?, content_hash = ?, set_type = ?,
 				reason = ?, summary = ?, source = ?, path = ?, file_sha256 = ?, correlation_id = ?, created_at = ?,
 				updated_at = ? WHERE key = ?`, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source,
 				f.Path, f.SHA256, f.CorrelationID, now, now, r.Key); err != nil {
@@ -292,7 +377,7 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 				res.OriginalCorrelationID = *conflictWith
 			}
 			res.ConflictKeys = append(res.ConflictKeys, e.Key)
-			if _, err := in.tx.ExecContext(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path,
+			if _, err := in.exec(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path,
 				file_sha256, correlation_id, original_correlation_id, created_at)
 				VALUES ('effect_conflict', ?, ?, ?, ?, ?, ?, ?, ?)`,
 				e.Key, e.Hash, f.Source, f.Path, f.SHA256, f.CorrelationID, *conflictWith, now); err != nil {
@@ -304,7 +389,7 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	case len(res.ConflictKeys) > 0:
 		res.Outcome = inbox.Conflict
 		if len(res.EffectKeys) == 0 {
-			if _, err := in.tx.ExecContext(ctx, `UPDATE inbox SET status = 'conflict', reason = 'effect conflict'
+			if _, err := in.exec(ctx, `UPDATE inbox SET status = 'conflict', reason = 'effect conflict'
 				WHERE key = ?`, r.Key); err != nil {
 				return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
 			}
@@ -320,12 +405,94 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	return nil
 }
 
+const selectClaimSQL = "SELECT status, content_hash, correlation_id FROM inbox WHERE key = ?"
+
+// claimedSQL records consecutive sets added as claimed (without payload),
+// given as a JSON array of [key, content hash] pairs: for each whose key
+// is claimed, not as a rejection, a duplicate or key conflict sighting of
+// the row that claims it, in file order. It returns the sightings; a set
+// without one is claimable after all.
+const claimedSQL = `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
+	original_correlation_id, created_at)
+	SELECT CASE WHEN b.content_hash = json_extract(j.value, '$[1]') THEN 'duplicate' ELSE 'conflict' END,
+	       b.key, json_extract(j.value, '$[1]'), ?, ?, ?, ?, b.correlation_id, ?
+	FROM json_each(?) AS j JOIN inbox AS b ON b.key = json_extract(j.value, '$[0]')
+	WHERE b.status <> 'rejected'
+	ORDER BY j.key
+	RETURNING key, content_hash, kind, original_correlation_id`
+
+// claimedGroup bounds the sets one claimedSQL records.
+const claimedGroup = 1000
+
+// addClaimed adds a set added as claimed to the group recorded by one
+// statement before the next record of another kind (flushClaimed).
+func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
+	in.claimed = append(in.claimed, [2]string{r.Key, r.ContentHash})
+	if len(in.claimed) < claimedGroup {
+		return nil
+	}
+	return in.flushClaimed(ctx)
+}
+
+// flushClaimed records the sets added as claimed since the last record of
+// another kind: duplicates or key conflicts of the rows that claim their
+// keys, or, when one of those rows is gone or a rejection,
+// inbox.ErrClaimChanged.
+func (in *ingestion) flushClaimed(ctx context.Context) error {
+	if len(in.claimed) == 0 {
+		return nil
+	}
+	group := in.claimed
+	in.claimed = nil
+	list, err := json.Marshal(group)
+	if err != nil {
+		return err
+	}
+	f := in.f
+	st, err := in.stmt(ctx, claimedSQL)
+	if err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	rows, err := st.QueryContext(ctx, f.Source, f.Path, f.SHA256, f.CorrelationID, us(f.Now), string(list))
+	if err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	defer rows.Close()
+	// The same key and hash twice in a group get the same sighting.
+	seen := make(map[[2]string]inbox.SetResult, len(group))
+	n := 0
+	for rows.Next() {
+		var key, hash, kind string
+		res := inbox.SetResult{Outcome: inbox.Duplicate}
+		if err := rows.Scan(&key, &hash, &kind, &res.OriginalCorrelationID); err != nil {
+			return fmt.Errorf("ingest: claims: %w", err)
+		}
+		if kind == "conflict" {
+			res.Outcome = inbox.Conflict
+		}
+		res.Key = key
+		seen[[2]string{key, hash}] = res
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ingest: claims: %w", err)
+	}
+	for _, g := range group {
+		res, ok := seen[g]
+		if !ok || n != len(group) {
+			return fmt.Errorf("ingest: claim %s: %w", g[0], inbox.ErrClaimChanged)
+		}
+		in.result.Sets = append(in.result.Sets, res)
+	}
+	return nil
+}
+
 // insertEffect inserts e unless its effect key exists. It returns the key
 // when inserted; when the key exists with other business content (both
 // hashes known and different), the correlation id of the existing row.
 func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey string) (string, *string, error) {
 	now := us(in.f.Now)
-	ins, err := in.tx.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
+	ins, err := in.exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
 		correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
 		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, string(e.Payload), now, now, now, e.Hash)
@@ -336,8 +503,8 @@ func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey
 		return e.Key, nil, nil
 	}
 	var exHash, exCorr string
-	if err := in.tx.QueryRowContext(ctx, "SELECT effect_hash, correlation_id FROM outbox WHERE effect_key = ?",
-		e.Key).Scan(&exHash, &exCorr); err != nil {
+	if err := in.queryRow(ctx, "SELECT effect_hash, correlation_id FROM outbox WHERE effect_key = ?",
+		[]any{e.Key}, &exHash, &exCorr); err != nil {
 		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
 	}
 	if exHash != "" && exHash != e.Hash {
@@ -350,11 +517,14 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	if err := in.begin(ctx); err != nil {
 		return err
 	}
+	if err := in.flushClaimed(ctx); err != nil {
+		return err
+	}
 	if e.UnlessConflictIn != "" {
 		var conflicts int
-		if err := in.tx.QueryRowContext(ctx, `SELECT count(*) FROM sighting WHERE kind = 'conflict'
+		if err := in.queryRow(ctx, `SELECT count(*) FROM sighting WHERE kind = 'conflict'
 			AND correlation_id = ? AND substr(key, 1, length(?)) = ?`,
-			in.f.CorrelationID, e.UnlessConflictIn, e.UnlessConflictIn).Scan(&conflicts); err != nil {
+			[]any{in.f.CorrelationID, e.UnlessConflictIn, e.UnlessConflictIn}, &conflicts); err != nil {
 			return fmt.Errorf("ingest: ack %s: %w", e.Key, err)
 		}
 		if conflicts > 0 {
@@ -370,6 +540,10 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 
 func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastError string) (*inbox.IngestResult, error) {
 	if err := in.begin(ctx); err != nil {
+		return nil, err
+	}
+	if err := in.flushClaimed(ctx); err != nil {
+		in.Rollback()
 		return nil, err
 	}
 	defer in.Rollback()

@@ -118,6 +118,11 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"OrderIsPerSink":                   testOrderIsPerSink,
 		"ClaimOnlyListedSinks":             testClaimOnlyListedSinks,
 		"ReplayFreshAgeKeepsHistory":       testReplayFreshAgeKeepsHistory,
+		"SecondIngestSameAsFull":           testSecondIngestSameAsFull,
+		"ClaimLookupPrunedRedoes":          testClaimLookupPruned,
+		"ClaimLookupRejectedRedoes":        testClaimLookupRejected,
+		"SmallFileNotLookedUp":             testSmallFileNotLookedUp,
+		"ClaimLookupOneRejectedRedoes":     testClaimLookupOneRejected,
 	}
 }
 

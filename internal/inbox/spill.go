@@ -1,0 +1,241 @@
+package inbox
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/ediwatch/ediwatch/internal/outbox"
+)
+
+// spillInMemory is how many bytes of records the spill keeps in memory
+// before it moves them to a temporary file: a typical file never touches
+// the disk.
+const spillInMemory = 4 << 20
+
+// spill holds the records of one file between the phases: in memory, then
+// in an unlinked temporary file (so no crash leaves one behind). Records
+// are written in a compact encoding of their own (spill.put): every field
+// as a length-prefixed string, without the reflection gob spent on each.
+type spill struct {
+	dir  string
+	n    int // records
+	mem  bytes.Buffer
+	file *os.File
+	w    *bufio.Writer
+	buf  []byte // the record being encoded
+}
+
+// spilled is one record of the spill: a set or an acknowledgment.
+type spilled struct {
+	Set *SetRecord
+	Ack *outbox.Effect
+}
+
+// Record tags and set flags of the encoding.
+const (
+	tagSet = 'S'
+	tagAck = 'A'
+
+	flagRejected = 1 << 0
+	flagClaimed  = 1 << 1
+)
+
+// put appends rec to the spill.
+func (s *spill) put(rec spilled) error {
+	b := s.buf[:0]
+	switch {
+	case rec.Set != nil:
+		r := rec.Set
+		b = append(b, tagSet)
+		b = appendStr(b, r.Key)
+		b = appendStr(b, r.ContentHash)
+		b = appendStr(b, r.Type)
+		var flags byte
+		if r.Rejected {
+			flags |= flagRejected
+		}
+		if r.Claimed {
+			flags |= flagClaimed
+		}
+		b = append(b, flags)
+		b = appendStr(b, r.Reason)
+		b = appendStr(b, []byte(r.Summary))
+		b = binary.AppendUvarint(b, uint64(len(r.Effects)))
+		for _, e := range r.Effects {
+			b = appendEffect(b, e)
+		}
+	case rec.Ack != nil:
+		b = append(b, tagAck)
+		b = appendEffect(b, *rec.Ack)
+	default:
+		return errors.New("ingest: spill: empty record")
+	}
+	s.buf = b
+	if _, err := s.Write(b); err != nil {
+		return fmt.Errorf("ingest: spill: %w", err)
+	}
+	s.n++
+	return nil
+}
+
+func appendStr[S string | []byte](b []byte, s S) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendEffect(b []byte, e outbox.Effect) []byte {
+	b = appendStr(b, e.Kind)
+	b = appendStr(b, e.Key)
+	b = appendStr(b, e.OrderingKey)
+	b = appendStr(b, e.Sink)
+	b = appendStr(b, []byte(e.Payload))
+	b = appendStr(b, e.Hash)
+	return appendStr(b, e.UnlessConflictIn)
+}
+
+// Write appends encoded records: to memory, then to the temporary file.
+func (s *spill) Write(b []byte) (int, error) {
+	if s.file == nil && s.mem.Len()+len(b) > spillInMemory {
+		f, err := os.CreateTemp(s.dir, "ediwatch-ingest-*")
+		if err != nil {
+			return 0, err
+		}
+		if err := os.Remove(f.Name()); err != nil {
+			f.Close()
+			return 0, err
+		}
+		s.file, s.w = f, bufio.NewWriterSize(f, 256<<10)
+		if _, err := s.w.Write(s.mem.Bytes()); err != nil {
+			return 0, err
+		}
+		s.mem = bytes.Buffer{}
+	}
+	if s.file != nil {
+		return s.w.Write(b)
+	}
+	return s.mem.Write(b)
+}
+
+// reader returns the spilled records from the start; it may be called
+// again, for another write of the same records.
+func (s *spill) reader() (*spillReader, error) {
+	if s.file == nil {
+		return &spillReader{r: bufio.NewReader(bytes.NewReader(s.mem.Bytes()))}, nil
+	}
+	if err := s.w.Flush(); err != nil {
+		return nil, fmt.Errorf("ingest: spill: %w", err)
+	}
+	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("ingest: spill: %w", err)
+	}
+	return &spillReader{r: bufio.NewReaderSize(s.file, 256<<10)}, nil
+}
+
+// Close releases the temporary file, if any.
+func (s *spill) Close() {
+	if s.file != nil {
+		s.file.Close()
+	}
+}
+
+// spillReader decodes the records put in a spill, in order.
+type spillReader struct {
+	r       *bufio.Reader
+	scratch []byte
+	err     error
+}
+
+// next returns the next record.
+func (d *spillReader) next() (spilled, error) {
+	tag, err := d.r.ReadByte()
+	if err != nil {
+		return spilled{}, fmt.Errorf("ingest: read spill: %w", err)
+	}
+	var rec spilled
+	switch tag {
+	case tagSet:
+		r := &SetRecord{Key: d.str(), ContentHash: d.str(), Type: d.str()}
+		flags := d.byte()
+		r.Rejected, r.Claimed = flags&flagRejected != 0, flags&flagClaimed != 0
+		r.Reason = d.str()
+		r.Summary = d.bytes()
+		if n := d.uvarint(); n > 0 && d.err == nil {
+			r.Effects = make([]outbox.Effect, 0, min(n, 1024))
+			for range n {
+				r.Effects = append(r.Effects, d.effect())
+				if d.err != nil {
+					break
+				}
+			}
+		}
+		rec.Set = r
+	case tagAck:
+		e := d.effect()
+		rec.Ack = &e
+	default:
+		return spilled{}, fmt.Errorf("ingest: read spill: unknown record tag %q", tag)
+	}
+	if d.err != nil {
+		return spilled{}, fmt.Errorf("ingest: read spill: %w", d.err)
+	}
+	return rec, nil
+}
+
+func (d *spillReader) effect() outbox.Effect {
+	return outbox.Effect{Kind: d.str(), Key: d.str(), OrderingKey: d.str(), Sink: d.str(), Payload: d.bytes(),
+		Hash: d.str(), UnlessConflictIn: d.str()}
+}
+
+func (d *spillReader) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	c, err := d.r.ReadByte()
+	d.err = err
+	return c
+}
+
+func (d *spillReader) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	n, err := binary.ReadUvarint(d.r)
+	d.err = err
+	return n
+}
+
+// str reads a string.
+func (d *spillReader) str() string {
+	n := d.uvarint()
+	if d.err != nil || n == 0 {
+		return ""
+	}
+	if uint64(cap(d.scratch)) < n {
+		d.scratch = make([]byte, n)
+	}
+	b := d.scratch[:n]
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		d.err = err
+		return ""
+	}
+	return string(b)
+}
+
+// bytes reads a byte string into a slice of its own; empty is nil.
+func (d *spillReader) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(d.r, b); err != nil {
+		d.err = err
+		return nil
+	}
+	return b
+}

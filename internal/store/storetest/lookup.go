@@ -1,0 +1,287 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+// lookupSets is the number of sets of the files these tests ingest: enough
+// for an ingest to look its keys up before parsing.
+const lookupSets = 70
+
+// remitBytes returns a generated 835 of sets sets.
+func remitBytes(t *testing.T, r x12gen.Remit, sets int) []byte {
+	t.Helper()
+	r.SetsPerGroup = sets
+	var buf bytes.Buffer
+	if _, err := r.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// setBounds returns the offsets of set n (1-based ST02) of data, ST to the
+// segment after SE.
+func setBounds(t *testing.T, data []byte, n int) (int, int) {
+	t.Helper()
+	st := bytes.Index(data, fmt.Appendf(nil, "~ST*835*%04d~", n))
+	if st < 0 {
+		t.Fatalf("no set %d", n)
+	}
+	se := bytes.Index(data[st:], []byte("~SE*"))
+	return st + 1, st + se + 1
+}
+
+// rejectSet makes set n of data fail validation (a wrong SE01).
+func rejectSet(t *testing.T, data []byte, n int) []byte {
+	_, se := setBounds(t, data, n)
+	return append(append(append([]byte{}, data[:se]...), "SE*9"...), data[se+3:]...)
+}
+
+// alterSet changes the content of set n, keeping its key.
+func alterSet(t *testing.T, data []byte, n int) []byte {
+	st, se := setBounds(t, data, n)
+	out := append([]byte{}, data...)
+	i := bytes.Index(out[st:se], []byte("PATIENT"))
+	out[st+i+6] = 'X'
+	return out
+}
+
+// hidden hides a store's claim lookup: ingests through it write every
+// payload, as a store without inbox.ClaimLookup would.
+type hidden struct {
+	inbox.Ingester
+	inbox.ControlNumberStore
+}
+
+// counting counts the claim lookups and the keys they found claimed.
+type counting struct {
+	store.Store
+	calls, claimed int
+}
+
+func (c *counting) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+	m, err := c.Store.ClaimedKeys(ctx, keys)
+	c.calls++
+	c.claimed += len(m)
+	return m, err
+}
+
+// testSecondIngestSameAsFull: an ingest that looks keys up and leaves the
+// payloads of claimed sets out records exactly what an ingest writing
+// every payload records: the same outcomes, original correlation ids,
+// effect and acknowledgment keys, and the same rows. The second file mixes
+// duplicates, key conflicts (other content, and a rejected copy of a
+// processed set), a processed copy of a rejected set, and new sets. The two ingests run on
+// separate key spaces (other sender, receiver and trace) of one store.
+func testSecondIngestSameAsFull(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	type scenario struct{ sender, receiver, trace string }
+	run := func(sc scenario, st inbox.Ingester) (norm []string, delta map[string]int, parsed int) {
+		gen := x12gen.Remit{Sender: sc.sender, Receiver: sc.receiver, Trace: sc.trace}
+		first := remitBytes(t, gen, lookupSets)
+		first = rejectSet(t, first, 2)
+		second := remitBytes(t, gen, lookupSets+10)
+		second = rejectSet(t, second, 3)
+		second = alterSet(t, second, 5)
+		ingest := func(st inbox.Ingester, path string, data []byte) *inbox.Report {
+			r, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: Routes}, inbox.FileInfo{Source: "test",
+				Path: sc.trace + path, Size: int64(len(data)), MTime: t0, SHA256: "x",
+				CorrelationID: sc.trace + path, Now: t0}, bytes.NewReader(data))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			return r
+		}
+		ingest(s, "first.835", first)
+		before := counts(t, s)
+		r := ingest(st, "second.835", second)
+		after := counts(t, s)
+		delta = map[string]int{}
+		for name, m := range map[string][2]map[string]int{"inbox": {before.Inbox, after.Inbox},
+			"outbox": {before.Outbox, after.Outbox}, "sighting": {before.Sightings, after.Sightings},
+			"file": {before.Files, after.Files}} {
+			for k, v := range m[1] {
+				if d := v - m[0][k]; d != 0 {
+					delta[name+" "+k] = d
+				}
+			}
+		}
+		n := strings.NewReplacer(sc.sender, "S", sc.receiver, "R", sc.trace, "T")
+		for _, set := range r.Sets {
+			norm = append(norm, fmt.Sprintf("%s %s %s eff=%v conf=%v unbalanced=%v %s", n.Replace(set.Key), set.Outcome,
+				n.Replace(set.OriginalCorrelationID), strings.Split(n.Replace(strings.Join(set.EffectKeys, ",")), ","),
+				strings.Split(n.Replace(strings.Join(set.ConflictKeys, ",")), ","), set.Unbalanced, set.Reason))
+		}
+		for _, k := range r.AckKeys {
+			// An acknowledgment's key ends with a digest of its group's
+			// content, which holds the scenario's trace numbers.
+			norm = append(norm, "ack "+n.Replace(k[:strings.LastIndex(k, ":")]))
+		}
+		f, err := s.ReconcileFacts(ctx, t0.Add(-time.Hour), t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Parsed {
+			if strings.Contains(p.Key, sc.sender) && len(p.Summary) > 2 {
+				parsed++
+			}
+		}
+		return norm, delta, parsed
+	}
+	lookup := &counting{Store: s}
+	withLookup, deltaLookup, parsedLookup := run(scenario{"LOOKUPHP", "LOOKUPRCV", "LK"}, lookup)
+	full, deltaFull, parsedFull := run(scenario{"FULLHP", "FULLRCV", "FU"}, hidden{Ingester: s, ControlNumberStore: s})
+	if lookup.calls != 1 || lookup.claimed != lookupSets-1 {
+		t.Errorf("lookup: %d calls found %d claimed sets, want 1 finding %d", lookup.calls, lookup.claimed, lookupSets-1)
+	}
+	if !reflect.DeepEqual(withLookup, full) {
+		for i := range max(len(withLookup), len(full)) {
+			var a, b string
+			if i < len(withLookup) {
+				a = withLookup[i]
+			}
+			if i < len(full) {
+				b = full[i]
+			}
+			if a != b {
+				t.Errorf("with lookup: %s\n         full: %s", a, b)
+			}
+		}
+	}
+	if !reflect.DeepEqual(deltaLookup, deltaFull) || parsedLookup != parsedFull {
+		t.Errorf("rows written with lookup %v (%d summaries), full %v (%d summaries)", deltaLookup, parsedLookup,
+			deltaFull, parsedFull)
+	}
+	if deltaFull["sighting duplicate"] != lookupSets-3 || deltaFull["outbox pending"] != 10+1 {
+		t.Errorf("the second file was not the mix it should be: %v", deltaFull)
+	}
+}
+
+// testClaimLookupPruned: the inbox rows a lookup found claimed are pruned
+// before the write: the ingestion refuses the sets whose payloads were
+// left out, and the file is written again with every payload, so no set
+// is recorded without its summary and effects.
+func testClaimLookupPruned(t *testing.T, s store.Store) {
+	testClaimLookupChanged(t, s, func(ctx context.Context, data []byte) error {
+		_, err := s.Prune(ctx, t0.Add(time.Hour), 1000)
+		return err
+	})
+}
+
+// testClaimLookupRejected: between the lookup and the write the keys are
+// pruned and claimed again by a rejected copy, which the next processing
+// arrival reclaims: that arrival is written with every payload.
+func testClaimLookupRejected(t *testing.T, s store.Store) {
+	testClaimLookupChanged(t, s, func(ctx context.Context, data []byte) error {
+		if _, err := s.Prune(ctx, t0.Add(time.Hour), 1000); err != nil {
+			return err
+		}
+		bad := bytes.ReplaceAll(data, []byte("~SE*"), []byte("~SE*9"))
+		r, err := Ingest(t, s, "rejected.835", bad)
+		if err == nil && r.Count(inbox.Rejected) != changedSets {
+			err = fmt.Errorf("rejected copy: %d of %d sets rejected", r.Count(inbox.Rejected), changedSets)
+		}
+		return err
+	})
+}
+
+// changedSets is the number of sets of the file whose lookup goes stale:
+// more than one PostgreSQL batch, so the refusal may come from a batch
+// sent while later sets are still being added.
+const changedSets = 1100
+
+// testClaimLookupOneRejected: between the lookup and the write one set in
+// the middle of the file becomes a rejection (the keys are pruned and
+// claimed again by a copy in which that set alone is rejected): the write
+// refuses the file even so, and the second write reclaims that set.
+func testClaimLookupOneRejected(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	data := remitBytes(t, x12gen.Remit{}, changedSets)
+	mustIngest(t, s, "first.835", data)
+	writes := 0
+	r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes, BeforeWrite: func(ctx context.Context) error {
+		writes++
+		if writes > 1 {
+			return nil
+		}
+		if _, err := s.Prune(ctx, t0.Add(time.Hour), 1000); err != nil {
+			return err
+		}
+		_, err := Ingest(t, s, "one-rejected.835", rejectSet(t, data, changedSets/2))
+		return err
+	}}, inbox.FileInfo{Source: "test", Path: "second.835", Size: int64(len(data)), MTime: t0, SHA256: "x",
+		CorrelationID: "second", Now: t0}, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if writes != 2 || r.Count(inbox.Duplicate) != changedSets-1 || r.Count(inbox.BusinessDuplicate) != 1 ||
+		r.Sets[changedSets/2-1].Outcome != inbox.BusinessDuplicate {
+		t.Fatalf("%d writes; %d duplicates, %d business duplicates", writes, r.Count(inbox.Duplicate),
+			r.Count(inbox.BusinessDuplicate))
+	}
+	if c := counts(t, s); c.Inbox["processed"] != changedSets || sum(c.Inbox) != changedSets {
+		t.Errorf("counts %+v", c)
+	}
+}
+
+func testClaimLookupChanged(t *testing.T, s store.Store, change func(ctx context.Context, data []byte) error) {
+	ctx := context.Background()
+	data := remitBytes(t, x12gen.Remit{}, changedSets)
+	mustIngest(t, s, "first.835", data)
+	writes := 0
+	r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes, BeforeWrite: func(ctx context.Context) error {
+		writes++
+		if writes == 1 {
+			return change(ctx, data)
+		}
+		return nil
+	}}, inbox.FileInfo{Source: "test", Path: "second.835", Size: int64(len(data)), MTime: t0, SHA256: "x",
+		CorrelationID: "second", Now: t0}, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The payment effects are still pending in the outbox: every set is
+	// claimed anew and is a business duplicate of them.
+	if writes != 2 || r.Count(inbox.BusinessDuplicate) != changedSets {
+		t.Fatalf("%d writes; outcomes %+v", writes, r.Sets[:3])
+	}
+	f, err := s.ReconcileFacts(ctx, t0.Add(-time.Hour), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withSummary := 0
+	for _, p := range f.Parsed {
+		if len(p.Summary) > 2 {
+			withSummary++
+		}
+	}
+	if c := counts(t, s); withSummary != changedSets || c.Inbox["processed"] != changedSets || sum(c.Inbox) != changedSets {
+		t.Errorf("%d of %d sets recorded with their summary; counts %+v", withSummary, changedSets, c)
+	}
+}
+
+// testSmallFileNotLookedUp: a file of few sets is written without a claim
+// lookup (its duplicates carry their payloads), so a one-set ingest costs
+// no extra query.
+func testSmallFileNotLookedUp(t *testing.T, s store.Store) {
+	data := Fixture(t, "835_canonical.x12")
+	mustIngest(t, s, "a.835", data)
+	lookup := &counting{Store: s}
+	r, err := Ingest(t, lookup, "b.835", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lookup.calls != 0 || r.Count(inbox.Duplicate) != 1 {
+		t.Errorf("%d lookups; outcomes %+v", lookup.calls, r.Sets)
+	}
+}

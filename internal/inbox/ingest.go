@@ -339,8 +339,8 @@ func setRecord(s *process.Set, routes map[string]string, claimed bool) (SetRecor
 	if claimed {
 		return rec, nil
 	}
-	if sum := s.Summary(); sum != nil {
-		rec.Summary = mustJSON(sum)
+	if sum, ok := s.AppendSummaryJSON(nil); ok {
+		rec.Summary = sum
 	}
 	for _, e := range s.Effects {
 		se, err := effect(e, routes)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -38,6 +39,7 @@ Files are recorded in the listing ledger under the source --source (default
 (us, them) apply. Directories are walked recursively.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			defer softMemoryLimit()()
 			cfg, err := loadConfig(cfgPath)
 			if err != nil {
 				return err
@@ -158,4 +160,21 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, source, path string) (*i
 		MTime: st.ModTime().UTC(), SHA256: hex.EncodeToString(h.Sum(nil)), CorrelationID: corr,
 		Now: time.Now().UTC()}, fh)
 	return res, corr, err
+}
+
+// ingestMemoryLimit is the Go heap's soft limit while `ediwatch ingest`
+// runs, unless GOMEMLIMIT sets one: a large file's live heap is a few tens
+// of megabytes (per set, only what its result and its group's 999 need),
+// and without a limit the collector lets the heap grow to twice that
+// before it runs.
+const ingestMemoryLimit = 48 << 20
+
+// softMemoryLimit sets ingestMemoryLimit unless the environment sets a
+// limit, and returns what restores the previous one.
+func softMemoryLimit() func() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	prev := debug.SetMemoryLimit(ingestMemoryLimit)
+	return func() { debug.SetMemoryLimit(prev) }
 }

@@ -23,7 +23,9 @@ import (
 )
 
 // The reference: `inspect` as it was before it streamed, building the
-// whole report of a file in memory with process.File and File.Report, then
+// whole report of a file in memory with envelope.Parse and File.Report
+// (documents from process.File, which keeps no sets in the File it
+// returns), then
 // encoding it with encoding/json and aligning the text with text/tabwriter.
 
 type refFileReport struct {
@@ -47,8 +49,15 @@ func refInspectFile(ctx context.Context, path string, showPHI bool) (*refFileRep
 	if _, err := fh.Seek(0, io.SeekStart); err != nil {
 		return nil, err
 	}
+	f, err := envelope.Parse(fh, envelope.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if _, err := fh.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
 	var docs []any
-	f, err := process.File(ctx, fh, process.Config{NoAcks: true}, func(it process.Item) error {
+	_, err = process.File(ctx, fh, process.Config{NoAcks: true}, func(it process.Item) error {
 		if it.Set == nil {
 			return nil
 		}

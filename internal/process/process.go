@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
@@ -140,6 +141,9 @@ type Config struct {
 }
 
 // File processes the file r and calls emit with every item in file order.
+// It returns the file's envelope tree without its transaction sets (the
+// interchanges and groups with their verdicts and errors; the sets were
+// emitted).
 // r is read twice (it is rewound). An error from emit stops processing and
 // is returned; ctx cancellation is checked between sets.
 func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) error) (*envelope.File, error) {
@@ -164,12 +168,21 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			return nil, err
 		}
 	}
+	// From here on the envelope tree's verdicts are all pass 2 needs of
+	// it: its sets are let go, so a file's memory does not grow with its
+	// number of sets (the File returned holds interchanges and groups).
+	for _, ix := range summary.Interchanges {
+		for _, g := range ix.Groups {
+			g.Sets = nil
+		}
+	}
 	opts := cfg.Envelope
 	opts.KeepSegments = true
 	rd := envelope.NewReader(r, opts)
 	ixIndex, groupIndex := 0, 0
 	var results []ack.SetResult
-	var groupHashes []string
+	// groupHash digests the content hashes of the group's sets so far.
+	groupHash, hashText := sha256.New(), []byte(nil)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -194,7 +207,8 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG,
 				noEffects != nil && noEffects(rd.Set()))
 			results = append(results, res)
-			groupHashes = append(groupHashes, set.ContentHash)
+			hashText = append(hashText[:0], set.ContentHash...)
+			groupHash.Write(hashText)
 			if err := emit(Item{Set: set}); err != nil {
 				return nil, err
 			}
@@ -205,14 +219,14 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 				if err != nil {
 					return nil, err
 				}
-				d := groupDigest(groupHashes, ack.Verdict999(g, results))
+				d := groupDigest(groupHash, ack.Verdict999(g, results))
 				eff := ackEffect(KindAck999, "ack999:"+g.Key()+":"+d, rd.Interchange(), x, g.Key())
 				if err := emit(Item{Ack: &eff}); err != nil {
 					return nil, err
 				}
 			}
 			results = results[:0]
-			groupHashes = groupHashes[:0]
+			groupHash.Reset()
 			groupIndex++
 		case envelope.KindInterchangeEnd:
 			ix := verdictIX // the complete interchange, trailer errors included
@@ -238,11 +252,9 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 // is acknowledged once, while a group re-sent under the same control
 // numbers after a rejection (other set content, or the same sets with a
 // corrected GE or IEA) gets a 999 of its own, with its own verdict.
-func groupDigest(hashes []string, verdict string) string {
-	h := sha256.New()
-	for _, x := range hashes {
-		h.Write([]byte(x))
-	}
+//
+// h holds the group's set content hashes (hex), written in file order.
+func groupDigest(h hash.Hash, verdict string) string {
 	h.Write([]byte{0})
 	h.Write([]byte(verdict))
 	return hex.EncodeToString(h.Sum(nil))[:16]

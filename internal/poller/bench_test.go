@@ -120,7 +120,7 @@ func BenchmarkSteadyStatePoll20k(b *testing.B) {
 	}
 	var polls, reads, lists []time.Duration
 	for b.Loop() {
-		for range 7 {
+		for range 11 {
 			start := time.Now()
 			if _, err := p.PollOnce(ctx); err != nil {
 				b.Fatal(err)

@@ -373,9 +373,11 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	matched := make([]candidate, 0, len(entries))
 	for _, e := range entries {
 		c := candidate{e: e, ledger: e.Path, name: e.Name}
-		if !strings.Contains(e.Name, claimSuffix) {
-			// Not a processing name (the common case, without the regexp).
-		} else if m := claimName.FindStringSubmatch(e.Name); m != nil {
+		var m []string
+		if strings.Contains(e.Name, claimSuffix) { // most names are not: no regexp for them
+			m = claimName.FindStringSubmatch(e.Name)
+		}
+		if m != nil {
 			if file, ok := p.markedFile(m[1]); ok {
 				// A claimed done marker; alone, a crash cut its claim short.
 				if _, paired := present[file+claimSuffix+m[2]]; !paired && p.matches(file) {

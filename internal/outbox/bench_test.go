@@ -222,15 +222,12 @@ func BenchmarkCommitToPOSTUnderLoad(b *testing.B) {
 					}
 					time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second / rate)))
 					now := time.Now().UTC()
-					err := pgx.BeginFunc(ctx, st.Pool(), func(tx pgx.Tx) error {
-						if _, err := tx.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
-							payload, next_attempt_at, created_at, updated_at) VALUES ($1, 'payment.posted', 'ledger', $1, 'c',
-							'{"amount":"150.00"}', $2, $2, $2)`, keys[i], now); err != nil {
-							return err
-						}
-						_, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", postgres.NotifyChannel)
-						return err
-					})
+					// One statement, one implicit transaction: the row
+					// and the NOTIFY an ingest sends, both at COMMIT.
+					_, err := st.Pool().Exec(ctx, `WITH row AS (INSERT INTO outbox (effect_key, kind, sink, ordering_key,
+						correlation_id, payload, next_attempt_at, created_at, updated_at) VALUES ($1, 'payment.posted',
+						'ledger', $1, 'c', '{"amount":"150.00"}', $2, $2, $2) RETURNING 1)
+						SELECT pg_notify($3, '') FROM row`, keys[i], now, postgres.NotifyChannel)
 					if err != nil {
 						b.Error(err)
 						return

@@ -370,8 +370,23 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 			present[entries[i].Name] = entries[i]
 		}
 	}
+	p.mu.Lock()
+	final := p.final[dir]
+	p.mu.Unlock()
+	leave := p.cfg.After == "leave"
+	// knownFinal: e matched before and the ledger held it final at this
+	// size and mtime (processing names are never in final).
+	knownFinal := func(e Entry) bool {
+		v, ok := final[e.Path]
+		return ok && v.size == e.Size && v.mtime.Equal(e.MTime) && !strings.Contains(e.Name, claimSuffix)
+	}
+	finalHits := 0
 	matched := make([]candidate, 0, len(entries))
 	for _, e := range entries {
+		if final != nil && knownFinal(e) {
+			finalHits++ // skipped below, with no more work than this
+			continue
+		}
 		c := candidate{e: e, ledger: e.Path, name: e.Name}
 		var m []string
 		if strings.Contains(e.Name, claimSuffix) { // most names are not: no regexp for them
@@ -397,21 +412,11 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		}
 		matched = append(matched, c)
 	}
-	st.Listed = len(matched)
-	p.m.FilesListed.WithLabelValues(p.cfg.Name).Add(float64(len(matched)))
-	p.mu.Lock()
-	final := p.final[dir]
-	p.mu.Unlock()
-	leave := p.cfg.After == "leave"
-	isFinal := func(c *candidate) bool {
-		v, ok := final[c.ledger]
-		return ok && leave && !c.claimed && v.size == c.e.Size && v.mtime.Equal(c.e.MTime)
-	}
-	paths := make([]string, 0, len(matched))
+	st.Listed = len(matched) + finalHits
+	p.m.FilesListed.WithLabelValues(p.cfg.Name).Add(float64(st.Listed))
+	paths := make([]string, len(matched))
 	for i := range matched {
-		if !isFinal(&matched[i]) {
-			paths = append(paths, matched[i].ledger)
-		}
+		paths[i] = matched[i].ledger
 	}
 	var states map[string]inbox.FileState
 	if len(paths) > 0 {
@@ -434,20 +439,27 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 			p.m.FilesSkipped.WithLabelValues(p.cfg.Name, reason).Add(float64(n))
 		}
 	}()
+	for range finalHits {
+		skip("final")
+	}
+	// keptFinal is final less the files gone from the listing or changed.
+	keptFinal := func(extra int) map[string]fileVersion {
+		kept := make(map[string]fileVersion, finalHits+extra)
+		for _, e := range entries {
+			if final != nil && knownFinal(e) {
+				kept[e.Path] = fileVersion{e.Size, e.MTime}
+			}
+		}
+		return kept
+	}
 	// nextFinal is final unless a file went or became final.
 	var nextFinal map[string]fileVersion
-	finalHits := 0
 	markFinal := func(c *candidate) {
 		if !leave || c.claimed {
 			return
 		}
 		if nextFinal == nil {
-			nextFinal = make(map[string]fileVersion, len(matched))
-			for i := range matched {
-				if isFinal(&matched[i]) {
-					nextFinal[matched[i].ledger] = fileVersion{matched[i].e.Size, matched[i].e.MTime}
-				}
-			}
+			nextFinal = keptFinal(len(matched))
 		}
 		nextFinal[c.ledger] = fileVersion{c.e.Size, c.e.MTime}
 	}
@@ -457,11 +469,6 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	for i := range matched {
 		c := &matched[i] // candidates are large: not copied for a skip
 		e := c.e
-		if isFinal(c) {
-			finalHits++
-			skip("final")
-			continue
-		}
 		prev, has := states[c.ledger]
 		same := has && prev.Size == e.Size && prev.MTime.Equal(e.MTime)
 		if same && prev.Status == inbox.FileIngested && prev.PostDone && p.cfg.After != "leave" {
@@ -522,14 +529,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	case nextFinal != nil:
 		p.final[dir] = nextFinal
 	case finalHits < len(final):
-		// Some files known final are gone from the listing.
-		kept := make(map[string]fileVersion, finalHits)
-		for i := range matched {
-			if isFinal(&matched[i]) {
-				kept[matched[i].ledger] = fileVersion{matched[i].e.Size, matched[i].e.MTime}
-			}
-		}
-		p.final[dir] = kept
+		p.final[dir] = keptFinal(0) // some files known final are gone or changed
 	}
 	p.mu.Unlock()
 	if len(todo) > p.cfg.MaxFilesPerPoll {

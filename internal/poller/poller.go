@@ -381,7 +381,8 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		return ok && v.size == e.Size && v.mtime.Equal(e.MTime) && !strings.Contains(e.Name, claimSuffix)
 	}
 	finalHits := 0
-	matched := make([]candidate, 0, len(entries))
+	// Candidates are large; files known final need none.
+	matched := make([]candidate, 0, max(len(entries)-len(final), 16))
 	for _, e := range entries {
 		if final != nil && knownFinal(e) {
 			finalHits++ // skipped below, with no more work than this

@@ -123,6 +123,20 @@ type Poller struct {
 	mu     sync.Mutex
 	seen   map[string]map[string]observation // dir -> path -> observation
 	leases map[string]int64                  // lease name -> fencing token held
+	// final: dir -> path -> the size and mtime at which the ledger held
+	// the file final (ingested or rejected) when this poller last listed
+	// it, with After "leave". A final ledger row is never made non-final
+	// for the same size and mtime (retention prunes only rows long
+	// post-processed), so while the listing shows a file unchanged the
+	// ledger is not asked about it again: a steady directory's poll is
+	// its listing.
+	final map[string]map[string]fileVersion
+}
+
+// fileVersion is a file's size and mtime as listed.
+type fileVersion struct {
+	size  int64
+	mtime time.Time
 }
 
 // observation is a file's size and mtime as listed, and since when.
@@ -174,7 +188,7 @@ func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m
 	ing.Store = st
 	return &Poller{cfg: cfg, src: src, st: st, ingest: ing, log: log.With(zap.String("source", cfg.Name)), m: m,
 		now: func() time.Time { return time.Now().UTC() }, seen: map[string]map[string]observation{},
-		leases: map[string]int64{}}
+		leases: map[string]int64{}, final: map[string]map[string]fileVersion{}}
 }
 
 // Run polls every PollInterval (with jitter) until ctx is cancelled, then
@@ -345,15 +359,41 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "list").Inc()
 		return st, fmt.Errorf("list: %w", err)
 	}
-	present := make(map[string]Entry, len(entries))
+	// Names are looked up only to pair files with their done markers.
+	var present map[string]Entry
+	if p.cfg.DoneMarker != "" {
+		present = make(map[string]Entry, len(entries))
+	}
 	for i := range entries {
 		entries[i].MTime = entries[i].MTime.UTC().Truncate(time.Microsecond) // what the ledger can hold
-		present[entries[i].Name] = entries[i]
+		if present != nil {
+			present[entries[i].Name] = entries[i]
+		}
 	}
-	var matched []candidate
+	p.mu.Lock()
+	final := p.final[dir]
+	p.mu.Unlock()
+	leave := p.cfg.After == "leave"
+	// knownFinal: e matched before and the ledger held it final at this
+	// size and mtime (processing names are never in final).
+	knownFinal := func(e Entry) bool {
+		v, ok := final[e.Path]
+		return ok && v.size == e.Size && v.mtime.Equal(e.MTime) && !strings.Contains(e.Name, claimSuffix)
+	}
+	finalHits := 0
+	// Candidates are large; files known final need none.
+	matched := make([]candidate, 0, max(len(entries)-len(final), 16))
 	for _, e := range entries {
+		if final != nil && knownFinal(e) {
+			finalHits++ // skipped below, with no more work than this
+			continue
+		}
 		c := candidate{e: e, ledger: e.Path, name: e.Name}
-		if m := claimName.FindStringSubmatch(e.Name); m != nil {
+		var m []string
+		if strings.Contains(e.Name, claimSuffix) { // most names are not: no regexp for them
+			m = claimName.FindStringSubmatch(e.Name)
+		}
+		if m != nil {
 			if file, ok := p.markedFile(m[1]); ok {
 				// A claimed done marker; alone, a crash cut its claim short.
 				if _, paired := present[file+claimSuffix+m[2]]; !paired && p.matches(file) {
@@ -373,27 +413,62 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		}
 		matched = append(matched, c)
 	}
-	st.Listed = len(matched)
-	p.m.FilesListed.WithLabelValues(p.cfg.Name).Add(float64(len(matched)))
+	st.Listed = len(matched) + finalHits
+	p.m.FilesListed.WithLabelValues(p.cfg.Name).Add(float64(st.Listed))
 	paths := make([]string, len(matched))
-	for i, c := range matched {
-		paths[i] = c.ledger
+	for i := range matched {
+		paths[i] = matched[i].ledger
 	}
-	states, err := p.st.FileStates(ctx, p.cfg.Name, paths)
-	if err != nil {
-		p.m.PollErrors.WithLabelValues(p.cfg.Name, "ledger").Inc()
-		return st, fmt.Errorf("ledger: %w", err)
+	var states map[string]inbox.FileState
+	if len(paths) > 0 {
+		states, err = p.st.FileStates(ctx, p.cfg.Name, paths)
+		if err != nil {
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "ledger").Inc()
+			return st, fmt.Errorf("ledger: %w", err)
+		}
 	}
 	now := p.now()
 	var todo []candidate
+	// Skips are counted per reason and added to the metric once.
+	skipped := map[string]int{}
 	skip := func(reason string) {
 		st.Skipped++
-		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, reason).Inc()
+		skipped[reason]++
+	}
+	defer func() {
+		for reason, n := range skipped {
+			p.m.FilesSkipped.WithLabelValues(p.cfg.Name, reason).Add(float64(n))
+		}
+	}()
+	for range finalHits {
+		skip("final")
+	}
+	// keptFinal is final less the files gone from the listing or changed.
+	keptFinal := func(extra int) map[string]fileVersion {
+		kept := make(map[string]fileVersion, finalHits+extra)
+		for _, e := range entries {
+			if final != nil && knownFinal(e) {
+				kept[e.Path] = fileVersion{e.Size, e.MTime}
+			}
+		}
+		return kept
+	}
+	// nextFinal is final unless a file went or became final.
+	var nextFinal map[string]fileVersion
+	markFinal := func(c *candidate) {
+		if !leave || c.claimed {
+			return
+		}
+		if nextFinal == nil {
+			nextFinal = keptFinal(len(matched))
+		}
+		nextFinal[c.ledger] = fileVersion{c.e.Size, c.e.MTime}
 	}
 	p.mu.Lock()
 	obs := p.seen[dir]
-	next := make(map[string]observation, len(matched))
-	for _, c := range matched {
+	next := make(map[string]observation, len(obs)) // files not final yet: few
+	for i := range matched {
+		c := &matched[i] // candidates are large: not copied for a skip
 		e := c.e
 		prev, has := states[c.ledger]
 		same := has && prev.Size == e.Size && prev.MTime.Equal(e.MTime)
@@ -406,8 +481,9 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		case same && (prev.Status == inbox.FileIngested || prev.Status == inbox.FileRejected):
 			if prev.Status == inbox.FileIngested && p.cfg.After != "leave" && !prev.PostDone {
 				c.prev, c.hasPrev, c.postOnly = prev, true, true
-				todo = append(todo, c)
+				todo = append(todo, *c)
 			} else {
+				markFinal(c)
 				skip("final")
 			}
 			continue
@@ -447,9 +523,15 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 			continue
 		}
 		c.prev, c.hasPrev = prev, same
-		todo = append(todo, c)
+		todo = append(todo, *c)
 	}
 	p.seen[dir] = next
+	switch {
+	case nextFinal != nil:
+		p.final[dir] = nextFinal
+	case finalHits < len(final):
+		p.final[dir] = keptFinal(0) // some files known final are gone or changed
+	}
 	p.mu.Unlock()
 	if len(todo) > p.cfg.MaxFilesPerPoll {
 		for range todo[p.cfg.MaxFilesPerPoll:] {

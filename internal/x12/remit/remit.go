@@ -326,6 +326,9 @@ func (ps *parser) size() {
 		}
 	}
 	ps.claims = arena(ps.claims, claims)
+	if ps.claims == nil {
+		ps.claims = []Claim{} // a payment without claims encodes "claims":[]
+	}
 	ps.p.Claims = ps.claims
 	ps.lines = arena(ps.lines, lines)
 	ps.mods = arena(ps.mods, lines/2)

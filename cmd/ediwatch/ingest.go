@@ -39,7 +39,7 @@ Files are recorded in the listing ledger under the source --source (default
 (us, them) apply. Directories are walked recursively.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			defer softMemoryLimit()()
+			defer lowerGCPercent()()
 			cfg, err := loadConfig(cfgPath)
 			if err != nil {
 				return err
@@ -162,19 +162,20 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, source, path string) (*i
 	return res, corr, err
 }
 
-// ingestMemoryLimit is the Go heap's soft limit while `ediwatch ingest`
-// runs, unless GOMEMLIMIT sets one: a large file's live heap is a few tens
-// of megabytes (per set, only what its result and its group's 999 need),
-// and without a limit the collector lets the heap grow to twice that
-// before it runs.
-const ingestMemoryLimit = 48 << 20
+// ingestGCPercent is the collector's GOGC while `ediwatch ingest` runs,
+// unless the environment sets GOGC: the heap may grow to 1.5 times what is
+// live rather than twice. A large file's live heap grows with its sets
+// (their results, their group's 999), so a proportional target bounds the
+// peak without the continuous collections a fixed memory limit costs once
+// the live heap outgrows it.
+const ingestGCPercent = 50
 
-// softMemoryLimit sets ingestMemoryLimit unless the environment sets a
-// limit, and returns what restores the previous one.
-func softMemoryLimit() func() {
-	if os.Getenv("GOMEMLIMIT") != "" {
+// lowerGCPercent sets ingestGCPercent unless GOGC is set, and returns what
+// restores the previous setting.
+func lowerGCPercent() func() {
+	if os.Getenv("GOGC") != "" {
 		return func() {}
 	}
-	prev := debug.SetMemoryLimit(ingestMemoryLimit)
-	return func() { debug.SetMemoryLimit(prev) }
+	prev := debug.SetGCPercent(ingestGCPercent)
+	return func() { debug.SetGCPercent(prev) }
 }

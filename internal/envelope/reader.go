@@ -33,6 +33,10 @@ type Options struct {
 	// SearchWindow is how far into the file the Reader looks for an ISA
 	// header behind leading text. Default 64 KiB.
 	SearchWindow int
+	// NoContentHash skips the content hash: Set.ContentHash stays zero.
+	// Keys, counts and errors are the same. For a pass that needs only the
+	// envelope's verdicts, it saves most of the reading time.
+	NoContentHash bool
 }
 
 const (
@@ -163,7 +167,8 @@ type Set struct {
 	Implementation string // ST03
 	// Key is the inbox key: the group part, then :{ST01}:{ST02}.
 	Key string
-	// ContentHash is SHA-256 over the set's normalised segments, ST to SE.
+	// ContentHash is SHA-256 over the set's normalised segments, ST to SE;
+	// zero when the Reader's Options.NoContentHash is set.
 	ContentHash [32]byte
 	// SegmentCount is the number of segments read, ST and SE included.
 	SegmentCount int
@@ -861,7 +866,9 @@ func (r *Reader) startSet(seg Segment) {
 	}
 	r.set = s
 	s.Key = g.key + ":" + keyVal(s.Type, r.d) + ":" + keyVal(s.ControlNumber, r.d)
-	r.hs.reset(r.d)
+	if !r.opts.NoContentHash {
+		r.hs.reset(r.d)
+	}
 	r.arena = r.arena[:0]
 	r.spans = r.spans[:0]
 	r.addToSet(seg)
@@ -880,7 +887,9 @@ func (r *Reader) startSet(seg Segment) {
 // current set.
 func (r *Reader) addToSet(seg Segment) {
 	r.set.SegmentCount++
-	r.hs.add(seg.raw)
+	if !r.opts.NoContentHash {
+		r.hs.add(seg.raw)
+	}
 	if r.opts.KeepSegments {
 		r.keep(seg.raw, seg.Offset, seg.Index)
 	}
@@ -901,8 +910,9 @@ func (r *Reader) keep(raw []byte, off int64, index int) {
 func (r *Reader) fastSet() {
 	buf, _ := r.br.Peek(r.br.Buffered())
 	term, es := r.d.Segment, r.d.Element
-	keep := r.opts.KeepSegments
-	s, hs := r.set, r.hs
+	keep, hash := r.opts.KeepSegments, !r.opts.NoContentHash
+	hs := r.hs
+	taken := 0
 	i := 0
 	for i < len(buf) {
 		if isSpace(buf[i]) {
@@ -914,14 +924,12 @@ func (r *Reader) fastSet() {
 			break
 		}
 		seg := buf[i : i+j]
-		if isEnvelopeID(seg, es) {
-			break
-		}
-		idLen := 2
-		for idLen < len(seg) && idLen < 4 && seg[idLen] != es {
-			idLen++
-		}
-		if !validID(seg[:idLen]) {
+		// The identifier must be valid (validID: two or three upper-case
+		// letters and digits, then the element separator or the end) and
+		// not an envelope identifier.
+		if c := seg[0]; c < 'A' || c > 'Z' || !isUpperAlnum(seg[1]) ||
+			len(seg) > 2 && seg[2] != es && (!isUpperAlnum(seg[2]) || len(seg) > 3 && seg[3] != es) ||
+			(c == 'S' || c == 'G' || c == 'I' || c == 'T') && isEnvelopeID(seg, es) {
 			break
 		}
 		// Kept segments must be free of line breaks; hashed ones are
@@ -929,17 +937,22 @@ func (r *Reader) fastSet() {
 		if keep && (bytes.IndexByte(seg, '\n') >= 0 || bytes.IndexByte(seg, '\r') >= 0) {
 			break
 		}
-		hs.add(seg)
-		s.SegmentCount++
-		r.segIndex++
+		if hash {
+			hs.add(seg)
+		}
+		taken++
 		if keep {
-			r.keep(seg, r.off+int64(i), r.segIndex)
+			r.keep(seg, r.off+int64(i), r.segIndex+taken)
 		}
 		i += j + 1
 	}
+	r.set.SegmentCount += taken
+	r.segIndex += taken
 	r.br.Discard(i)
 	r.off += int64(i)
 }
+
+func isUpperAlnum(c byte) bool { return c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
 // isEnvelopeID reports whether seg starts with an identifier the state
 // machine must see: ISA, IEA, GS, GE, ST, SE or TA1.
@@ -980,7 +993,9 @@ func (r *Reader) endSet(trailer bool) Kind {
 		}
 		r.nestErr(2)
 	}
-	r.hs.sum(&s.ContentHash)
+	if !r.opts.NoContentHash {
+		r.hs.sum(&s.ContentHash)
+	}
 	if r.opts.KeepSegments {
 		// Segments are valid until the next Next: one slice serves every set.
 		segs := r.segs[:0]

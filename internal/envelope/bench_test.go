@@ -31,8 +31,10 @@ func large835(b *testing.B) []byte {
 	return big835
 }
 
-func drain(r io.Reader) (sets int, err error) {
-	rd := NewReader(r, Options{})
+func drain(r io.Reader) (sets int, err error) { return drainWith(r, Options{}) }
+
+func drainWith(r io.Reader, opts Options) (sets int, err error) {
+	rd := NewReader(r, opts)
 	for {
 		k, err := rd.Next()
 		if err == io.EOF {
@@ -79,6 +81,37 @@ func BenchmarkParseVsSHA256(b *testing.B) {
 	b.ReportMetric(mb/parseTime.Seconds(), "parse-MB/s")
 	b.ReportMetric(shaTime.Seconds()/parseTime.Seconds(), "ratio-vs-sha256")
 	b.ReportMetric(float64(mallocs)/float64(b.N)/float64(bigSegs), "allocs/segment")
+}
+
+// BenchmarkParseModesVsSHA256 is BenchmarkParseVsSHA256 for the other
+// ways the reader is run: keeping each set's segments (inspect --json and
+// the second pass of an ingest) and without the content hash (a pass that
+// needs only the envelope's verdicts).
+func BenchmarkParseModesVsSHA256(b *testing.B) {
+	data := large835(b)
+	for _, bc := range []struct {
+		name string
+		opts Options
+	}{
+		{"keep", Options{KeepSegments: true}},
+		{"nohash", Options{NoContentHash: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			var shaTime, parseTime time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				sha256.Sum256(data)
+				t1 := time.Now()
+				if _, err := drainWith(bytes.NewReader(data), bc.opts); err != nil {
+					b.Fatal(err)
+				}
+				shaTime += t1.Sub(t0)
+				parseTime += time.Since(t1)
+			}
+			b.ReportMetric(shaTime.Seconds()/parseTime.Seconds(), "ratio-vs-sha256")
+		})
+	}
 }
 
 // BenchmarkPeakHeap streams generated 835s of 16 MB and 256 MB through the

@@ -217,16 +217,13 @@ type Reader struct {
 	g   *Group
 	set *Set
 
-	hs    *setHasher
-	arena []byte
-	spans []span
-	segs  []Segment // the kept segments' slice, reused set after set
-}
-
-type span struct {
-	start, end int
-	off        int64
-	index      int
+	hs *setHasher
+	// With KeepSegments: the current set's segment bytes, and its segments,
+	// which refer to arena; starts[i] is where segs[i] begins in it. Both
+	// are reused set after set.
+	arena  []byte
+	starts []int
+	segs   []Segment
 }
 
 // NewReader returns a Reader over r.
@@ -870,7 +867,8 @@ func (r *Reader) startSet(seg Segment) {
 		r.hs.reset(r.d)
 	}
 	r.arena = r.arena[:0]
-	r.spans = r.spans[:0]
+	r.starts = r.starts[:0]
+	r.segs = r.segs[:0]
 	r.addToSet(seg)
 	if len(s.Type) != 3 || !isAlnum(s.Type[0]) {
 		r.setErr(seg, ErrSTType, "ST01="+quoteCtl(s.Type))
@@ -897,8 +895,24 @@ func (r *Reader) addToSet(seg Segment) {
 
 func (r *Reader) keep(raw []byte, off int64, index int) {
 	start := len(r.arena)
+	if start+len(raw) > cap(r.arena) {
+		r.growArena(len(raw))
+	}
 	r.arena = append(r.arena, raw...)
-	r.spans = append(r.spans, span{start: start, end: len(r.arena), off: off, index: index})
+	r.starts = append(r.starts, start)
+	r.segs = append(r.segs, Segment{raw: r.arena[start:len(r.arena):len(r.arena)], d: r.d, Offset: off, Index: index})
+}
+
+// growArena moves the arena to one with room for n more bytes and points
+// the kept segments at their new place.
+func (r *Reader) growArena(n int) {
+	arena := make([]byte, len(r.arena), max(2*cap(r.arena), len(r.arena)+n, 4096))
+	copy(arena, r.arena)
+	r.arena = arena
+	for i, start := range r.starts {
+		end := start + len(r.segs[i].raw)
+		r.segs[i].raw = arena[start:end:end]
+	}
 }
 
 // fastSet consumes, straight from the read buffer, the segments of the
@@ -933,12 +947,14 @@ func (r *Reader) fastSet() {
 			break
 		}
 		// Kept segments must be free of line breaks; hashed ones are
-		// stripped of them by the normalisation.
-		if keep && (bytes.IndexByte(seg, '\n') >= 0 || bytes.IndexByte(seg, '\r') >= 0) {
+		// stripped of them by the normalisation. A segment free of
+		// trigger bytes holds none.
+		trig := (keep || hash) && hasTrigger(seg)
+		if keep && trig && (bytes.IndexByte(seg, '\n') >= 0 || bytes.IndexByte(seg, '\r') >= 0) {
 			break
 		}
 		if hash {
-			hs.add(seg)
+			hs.addChecked(seg, trig)
 		}
 		taken++
 		if keep {
@@ -998,11 +1014,7 @@ func (r *Reader) endSet(trailer bool) Kind {
 	}
 	if r.opts.KeepSegments {
 		// Segments are valid until the next Next: one slice serves every set.
-		segs := r.segs[:0]
-		for _, sp := range r.spans {
-			segs = append(segs, Segment{raw: r.arena[sp.start:sp.end:sp.end], d: r.d, Offset: sp.off, Index: sp.index})
-		}
-		s.segs, r.segs = segs, segs
+		s.segs = r.segs
 	}
 	r.ended = KindSet
 	return KindSet

@@ -104,4 +104,3 @@ func triggerBits(v uint64) uint64 {
 	t |= (b - ones) &^ b
 	return t
 }
-

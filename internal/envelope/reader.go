@@ -926,6 +926,7 @@ func (r *Reader) fastSet() {
 	term, es := r.d.Segment, r.d.Element
 	keep, hash := r.opts.KeepSegments, !r.opts.NoContentHash
 	hs := r.hs
+	canon, out := hs.canonical, hs.out // out is stored back below
 	taken := 0
 	i := 0
 	for i < len(buf) {
@@ -954,7 +955,14 @@ func (r *Reader) fastSet() {
 			break
 		}
 		if hash {
-			hs.addChecked(seg, trig)
+			if canon && !trig && seg[j-1] != '*' && len(out)+j < hashChunk {
+				// Normal already: the segment and its terminator, '~'.
+				out = append(out, buf[i:i+j+1]...)
+			} else {
+				hs.out = out
+				hs.addChecked(seg, trig)
+				out = hs.out
+			}
 		}
 		taken++
 		if keep {
@@ -962,6 +970,7 @@ func (r *Reader) fastSet() {
 		}
 		i += j + 1
 	}
+	hs.out = out
 	r.set.SegmentCount += taken
 	r.segIndex += taken
 	r.br.Discard(i)

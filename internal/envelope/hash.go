@@ -1,6 +1,7 @@
 package envelope
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
@@ -9,7 +10,8 @@ import (
 // setHasher computes a set's content hash: SHA-256 over its segments in
 // normalised form, each followed by '~'. The reader hands it raw segments.
 //
-// In the canonical delimiters most segments are already in normal form: a
+// In the canonical delimiters (with or without a repetition separator: a
+// '^' is a trigger byte) most segments are already in normal form: a
 // segment free of trigger bytes (hasTrigger, a word at a time) that does
 // not end in '*' is copied as it is; any other is checked byte by byte
 // (isNormalized) and normalised only when it must be. In other delimiters
@@ -17,10 +19,12 @@ import (
 // buffer hashed when full: SHA-256 is fed large writes only, as small ones
 // cost more than the hashing.
 type setHasher struct {
-	h         hash.Hash
-	d         Delimiters
-	canonical bool
-	out       []byte // normalised bytes not yet hashed
+	h hash.Hash
+	d Delimiters
+	// canonical: d is Canonical, or Canonical without a repetition
+	// separator (noRep), where a '^' is data and never in normal form.
+	canonical, noRep bool
+	out              []byte // normalised bytes not yet hashed
 }
 
 const hashChunk = 64 << 10
@@ -33,7 +37,8 @@ func newSetHasher() *setHasher {
 func (s *setHasher) reset(d Delimiters) {
 	s.h.Reset()
 	s.d = d
-	s.canonical = d == Canonical
+	s.noRep = d == Delimiters{Element: '*', Component: ':', Segment: '~'}
+	s.canonical = d == Canonical || s.noRep
 	s.out = s.out[:0]
 }
 
@@ -44,7 +49,8 @@ func (s *setHasher) add(raw []byte) { s.addChecked(raw, hasTrigger(raw)) }
 // may have needed already.
 func (s *setHasher) addChecked(raw []byte, trig bool) {
 	switch n := len(raw); {
-	case s.canonical && !trig && n > 0 && raw[n-1] != '*', s.canonical && isNormalized(raw):
+	case s.canonical && !trig && n > 0 && raw[n-1] != '*',
+		s.canonical && (!s.noRep || bytes.IndexByte(raw, '^') < 0) && isNormalized(raw):
 		s.out = append(s.out, raw...)
 	default:
 		s.out = appendNormalized(s.out, raw, s.d)

@@ -243,6 +243,7 @@ func TestContentHashMatchesReference(t *testing.T) {
 		{ClaimsPerSet: 50, Element: 0x1D, Component: 0x1F, Repetition: 0x1E, Segment: 0x1C, EOL: "\r\n"},
 		{ClaimsPerSet: 2000, Element: '*', Component: '>', Repetition: '^', Segment: '~'},
 		{ClaimsPerSet: 30, Payer: "PAY ER  ", Trace: "A:B^C\\ "},
+		{ClaimsPerSet: 30, Element: '*', Component: ':', Repetition: 'U', Segment: '~', Payer: "PAY^ER", Trace: "A^B"},
 	}
 	for i, g := range gens {
 		var buf bytes.Buffer

@@ -15,9 +15,10 @@ import (
 // segment free of trigger bytes (hasTrigger, a word at a time) that does
 // not end in '*' is copied as it is; any other is checked byte by byte
 // (isNormalized) and normalised only when it must be. In other delimiters
-// every segment is normalised. Either way the normal form is gathered in a
-// buffer hashed when full: SHA-256 is fed large writes only, as small ones
-// cost more than the hashing.
+// a segment is translated to the canonical ones byte for byte, and the
+// translation checked the same way. Either way the normal form is gathered
+// in a buffer hashed when full: SHA-256 is fed large writes only, as small
+// ones cost more than the hashing.
 type setHasher struct {
 	h hash.Hash
 	d Delimiters
@@ -25,6 +26,11 @@ type setHasher struct {
 	// separator (noRep), where a '^' is data and never in normal form.
 	canonical, noRep bool
 	out              []byte // normalised bytes not yet hashed
+	// tr maps the bytes of a segment in other delimiters to the canonical
+	// ones, and data bytes that normal form escapes to '\\' (so the
+	// translation is not normal); trFor is the d it was made for.
+	tr    [256]byte
+	trFor Delimiters
 }
 
 const hashChunk = 64 << 10
@@ -39,6 +45,19 @@ func (s *setHasher) reset(d Delimiters) {
 	s.d = d
 	s.noRep = d == Delimiters{Element: '*', Component: ':', Segment: '~'}
 	s.canonical = d == Canonical || s.noRep
+	if !s.canonical && d != s.trFor {
+		s.trFor = d
+		for i := range s.tr {
+			s.tr[i] = byte(i)
+		}
+		for _, c := range []byte{'*', ':', '^', '~', escape} {
+			s.tr[c] = escape
+		}
+		s.tr[d.Element], s.tr[d.Component] = '*', ':'
+		if d.Repetition != 0 {
+			s.tr[d.Repetition] = '^'
+		}
+	}
 	s.out = s.out[:0]
 }
 
@@ -52,8 +71,21 @@ func (s *setHasher) addChecked(raw []byte, trig bool) {
 	case s.canonical && !trig && n > 0 && raw[n-1] != '*',
 		s.canonical && (!s.noRep || bytes.IndexByte(raw, '^') < 0) && isNormalized(raw):
 		s.out = append(s.out, raw...)
-	default:
+	case s.canonical:
 		s.out = appendNormalized(s.out, raw, s.d)
+	default:
+		// Other delimiters: translated byte for byte to the canonical
+		// ones, the segment is in normal form when its translation is
+		// (a byte normal form would escape or drop is not normal).
+		start := len(s.out)
+		s.out = append(s.out, raw...)
+		t := s.out[start:]
+		for i, c := range t {
+			t[i] = s.tr[c]
+		}
+		if (hasTrigger(t) || n > 0 && t[n-1] == '*') && !isNormalized(t) {
+			s.out = appendNormalized(s.out[:start], raw, s.d)
+		}
 	}
 	s.out = append(s.out, '~')
 	if len(s.out) >= hashChunk {

@@ -950,7 +950,7 @@ func (r *Reader) fastSet() {
 		// Kept segments must be free of line breaks; hashed ones are
 		// stripped of them by the normalisation. A segment free of
 		// trigger bytes holds none.
-		trig := (keep || hash) && hasTrigger(seg)
+		trig := (keep || hash && canon) && hasTrigger(seg)
 		if keep && trig && (bytes.IndexByte(seg, '\n') >= 0 || bytes.IndexByte(seg, '\r') >= 0) {
 			break
 		}

@@ -321,3 +321,34 @@ func TestSetHasherMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyCleanAgreesWithKeyVal holds the shortcut of startSet (a clean ST01
+// or ST02 is its own key part) and of endSet (SE01 compared as bytes) to
+// keyVal and numEqual, on random values rich in the bytes they treat apart.
+func TestKeyCleanAgreesWithKeyVal(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte("AZ09 :%*^~\\|>!+-\x00\x7f\xc3")
+	for _, d := range []Delimiters{Canonical, {Element: '|', Repetition: '!', Component: '>', Segment: '\n'}, {Element: '*', Component: ':', Segment: '~'}} {
+		for range 20000 {
+			v := make([]byte, rng.IntN(12))
+			for i := range v {
+				v[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+			v = bytes.Trim(v, " ")
+			if keyClean(v, d) && keyVal(string(v), d) != string(v) {
+				t.Fatalf("keyClean(%q) but keyVal gives %q", v, keyVal(string(v), d))
+			}
+			n := rng.IntN(2000)
+			if numEqualBytes(v, n) != numEqual(string(v), n) {
+				t.Fatalf("numEqualBytes(%q, %d) disagrees with numEqual", v, n)
+			}
+		}
+	}
+	for _, v := range []string{"0", "12", "0012", "000000001", "+12", "-0", "", "1 2", "99999999999999999999"} {
+		for _, n := range []int{0, 1, 12} {
+			if numEqualBytes([]byte(v), n) != numEqual(v, n) {
+				t.Fatalf("numEqualBytes(%q, %d) disagrees with numEqual", v, n)
+			}
+		}
+	}
+}

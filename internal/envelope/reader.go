@@ -857,12 +857,22 @@ func (r *Reader) endGroup(trailer bool) Kind {
 func (r *Reader) startSet(seg Segment) {
 	g := r.g
 	g.SetCount++
-	s := &Set{
-		Offset: seg.Offset, Segment: seg.Index,
-		Type: seg.Str(1), ControlNumber: seg.Str(2), Implementation: seg.Str(3),
+	s := &Set{Offset: seg.Offset, Segment: seg.Index}
+	if impl := bytes.Trim(seg.Elem(3), " "); len(impl) > 0 {
+		s.Implementation = string(impl)
+	}
+	typ, ctl := bytes.Trim(seg.Elem(1), " "), bytes.Trim(seg.Elem(2), " ")
+	if keyClean(typ, r.d) && keyClean(ctl, r.d) {
+		// The key holds ST01 and ST02 as they are: one string serves all
+		// three.
+		s.Key = g.key + ":" + string(typ) + ":" + string(ctl)
+		at := len(g.key) + 1
+		s.Type, s.ControlNumber = s.Key[at:at+len(typ)], s.Key[len(s.Key)-len(ctl):]
+	} else {
+		s.Type, s.ControlNumber = string(typ), string(ctl)
+		s.Key = g.key + ":" + keyVal(s.Type, r.d) + ":" + keyVal(s.ControlNumber, r.d)
 	}
 	r.set = s
-	s.Key = g.key + ":" + keyVal(s.Type, r.d) + ":" + keyVal(s.ControlNumber, r.d)
 	if !r.opts.NoContentHash {
 		r.hs.reset(r.d)
 	}
@@ -1005,11 +1015,12 @@ func (r *Reader) endSet(trailer bool) Kind {
 	if trailer {
 		seg := r.seg
 		s.Complete = true
-		if n := seg.Str(1); !numEqual(n, s.SegmentCount) {
-			r.setErr(seg, ErrSESegmentCount, fmt.Sprintf("SE01=%s, counted %d", quoteCtl(n), s.SegmentCount))
+		// The elements are read as bytes: strings only for a message.
+		if n := bytes.Trim(seg.Elem(1), " "); !numEqualBytes(n, s.SegmentCount) {
+			r.setErr(seg, ErrSESegmentCount, fmt.Sprintf("SE01=%s, counted %d", quoteCtl(string(n)), s.SegmentCount))
 		}
-		if c := seg.Str(2); c != s.ControlNumber {
-			r.setErr(seg, ErrSEControlNumber, fmt.Sprintf("SE02=%s, ST02=%s", quoteCtl(c), quoteCtl(s.ControlNumber)))
+		if c := bytes.Trim(seg.Elem(2), " "); string(c) != s.ControlNumber {
+			r.setErr(seg, ErrSEControlNumber, fmt.Sprintf("SE02=%s, ST02=%s", quoteCtl(string(c)), quoteCtl(s.ControlNumber)))
 		}
 	} else {
 		if len(s.Errors) < maxErrors {

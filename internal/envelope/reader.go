@@ -218,12 +218,10 @@ type Reader struct {
 	set *Set
 
 	hs *setHasher
-	// With KeepSegments: the current set's segment bytes, and its segments,
-	// which refer to arena; starts[i] is where segs[i] begins in it. Both
-	// are reused set after set.
-	arena  []byte
-	starts []int
-	segs   []Segment
+	// With KeepSegments: the current set's segment bytes and its segments,
+	// which refer to them. Both are reused set after set.
+	arena []byte
+	segs  []Segment
 }
 
 // NewReader returns a Reader over r.
@@ -877,7 +875,6 @@ func (r *Reader) startSet(seg Segment) {
 		r.hs.reset(r.d)
 	}
 	r.arena = r.arena[:0]
-	r.starts = r.starts[:0]
 	r.segs = r.segs[:0]
 	r.addToSet(seg)
 	if len(s.Type) != 3 || !isAlnum(s.Type[0]) {
@@ -904,25 +901,19 @@ func (r *Reader) addToSet(seg Segment) {
 }
 
 func (r *Reader) keep(raw []byte, off int64, index int) {
-	start := len(r.arena)
-	if start+len(raw) > cap(r.arena) {
+	if len(r.arena)+len(raw) > cap(r.arena) {
 		r.growArena(len(raw))
 	}
+	start := len(r.arena)
 	r.arena = append(r.arena, raw...)
-	r.starts = append(r.starts, start)
 	r.segs = append(r.segs, Segment{raw: r.arena[start:len(r.arena):len(r.arena)], d: r.d, Offset: off, Index: index})
 }
 
-// growArena moves the arena to one with room for n more bytes and points
-// the kept segments at their new place.
+// growArena starts a new arena with room for n more bytes. The kept
+// segments stay where they are: an arena is only ever appended to, so the
+// old one, held by them, is never written again.
 func (r *Reader) growArena(n int) {
-	arena := make([]byte, len(r.arena), max(2*cap(r.arena), len(r.arena)+n, 4096))
-	copy(arena, r.arena)
-	r.arena = arena
-	for i, start := range r.starts {
-		end := start + len(r.segs[i].raw)
-		r.segs[i].raw = arena[start:end:end]
-	}
+	r.arena = make([]byte, 0, max(2*cap(r.arena), n, 4096))
 }
 
 // fastSet consumes, straight from the read buffer, the segments of the

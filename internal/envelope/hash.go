@@ -3,121 +3,142 @@ package envelope
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"hash"
 )
 
 // setHasher computes a set's content hash: SHA-256 over its segments in
-// normalised form, each followed by '~'. The reader hands it raw segments;
-// the hasher keeps them, each followed by the interchange's own terminator
-// (which cannot occur inside a segment), in a chunk of bounded size, and
-// normalises and hashes a chunk in one pass when it is full or the set
-// ends. Handing full chunks to another goroutine was measured slower on two
-// cores (603 vs 667 MB/s on 700 KB sets), so it all runs on the caller's.
+// normalised form, each followed by '~'. The reader hands it raw segments.
+//
+// In the canonical delimiters (with or without a repetition separator: a
+// '^' is a trigger byte) most segments are already in normal form: a
+// segment free of trigger bytes (hasTrigger, a word at a time) that does
+// not end in '*' is copied as it is; any other is checked byte by byte
+// (isNormalized) and normalised only when it must be. In other delimiters
+// a segment is translated to the canonical ones byte for byte, and the
+// translation checked the same way. Either way the normal form is gathered
+// in a buffer hashed when full: SHA-256 is fed large writes only, as small
+// ones cost more than the hashing.
 type setHasher struct {
-	h       hash.Hash
-	d       Delimiters
-	buf     []byte // raw terminated segments not yet hashed
-	scratch []byte // one segment in normalised form
+	h hash.Hash
+	d Delimiters
+	// canonical: d is Canonical, or Canonical without a repetition
+	// separator (noRep), where a '^' is data and never in normal form.
+	canonical, noRep bool
+	out              []byte // normalised bytes not yet hashed
+	// tr maps the bytes of a segment in other delimiters to the canonical
+	// ones, and data bytes that normal form escapes to '\\' (so the
+	// translation is not normal); trFor is the d it was made for.
+	tr    [256]byte
+	trFor Delimiters
 }
 
 const hashChunk = 64 << 10
 
 func newSetHasher() *setHasher {
-	return &setHasher{h: sha256.New(), buf: make([]byte, 0, hashChunk+4096)}
+	return &setHasher{h: sha256.New(), out: make([]byte, 0, hashChunk+4096)}
 }
 
 // reset starts a new set whose segments use d.
 func (s *setHasher) reset(d Delimiters) {
 	s.h.Reset()
 	s.d = d
-	s.buf = s.buf[:0]
+	s.noRep = d == Delimiters{Element: '*', Component: ':', Segment: '~'}
+	s.canonical = d == Canonical || s.noRep
+	if !s.canonical && d != s.trFor {
+		s.trFor = d
+		for i := range s.tr {
+			s.tr[i] = byte(i)
+		}
+		for _, c := range []byte{'*', ':', '^', '~', escape} {
+			s.tr[c] = escape
+		}
+		s.tr[d.Element], s.tr[d.Component] = '*', ':'
+		if d.Repetition != 0 {
+			s.tr[d.Repetition] = '^'
+		}
+	}
+	s.out = s.out[:0]
 }
 
-// add appends one raw segment (no terminator).
-func (s *setHasher) add(raw []byte) {
-	s.buf = append(s.buf, raw...)
-	s.buf = append(s.buf, s.d.Segment)
-	if len(s.buf) >= hashChunk {
-		s.process(s.buf)
-		s.buf = s.buf[:0]
+// add takes one raw segment (no terminator).
+func (s *setHasher) add(raw []byte) { s.addChecked(raw, hasTrigger(raw)) }
+
+// addChecked takes one raw segment and hasTrigger(raw), which the reader
+// may have needed already.
+func (s *setHasher) addChecked(raw []byte, trig bool) {
+	switch n := len(raw); {
+	case s.canonical && !trig && n > 0 && raw[n-1] != '*',
+		s.canonical && (!s.noRep || bytes.IndexByte(raw, '^') < 0) && isNormalized(raw):
+		s.out = append(s.out, raw...)
+	case s.canonical:
+		s.out = appendNormalized(s.out, raw, s.d)
+	default:
+		// Other delimiters: translated byte for byte to the canonical
+		// ones, the segment is in normal form when its translation is
+		// (a byte normal form would escape or drop is not normal).
+		start := len(s.out)
+		s.out = append(s.out, raw...)
+		t := s.out[start:]
+		for i, c := range t {
+			t[i] = s.tr[c]
+		}
+		if (hasTrigger(t) || n > 0 && t[n-1] == '*') && !isNormalized(t) {
+			s.out = appendNormalized(s.out[:start], raw, s.d)
+		}
+	}
+	s.out = append(s.out, '~')
+	if len(s.out) >= hashChunk {
+		s.h.Write(s.out)
+		s.out = s.out[:0]
 	}
 }
 
 func (s *setHasher) sum(dst *[32]byte) {
-	s.process(s.buf)
-	s.buf = s.buf[:0]
+	s.h.Write(s.out)
+	s.out = s.out[:0]
 	s.h.Sum(dst[:0])
 }
 
-// process normalises and hashes a chunk of terminated raw segments.
-func (s *setHasher) process(chunk []byte) {
-	if s.d == Canonical {
-		s.processCanonical(chunk)
-		return
+// hasTrigger reports whether seg may not be in normal form in the
+// canonical delimiters: whether it holds a byte below '!' (space, CR, LF,
+// other controls), ':', '^' or '\'. Without one (and without a trailing
+// '*') a canonical segment is normal. Any line break makes it true, so it
+// also tells the reader which segments need a closer look for them.
+func hasTrigger(seg []byte) bool {
+	n := len(seg)
+	if n < 8 {
+		for _, c := range seg {
+			if c < '!' || c == ':' || c == '^' || c == escape {
+				return true
+			}
+		}
+		return false
 	}
-	for i := 0; i < len(chunk); {
-		j := bytes.IndexByte(chunk[i:], s.d.Segment)
-		s.scratch = appendNormalized(s.scratch[:0], chunk[i:i+j], s.d)
-		s.scratch = append(s.scratch, '~')
-		s.h.Write(s.scratch)
-		i += j + 1
+	var t uint64
+	k := 0
+	for ; k+8 <= n; k += 8 {
+		t |= triggerBits(binary.LittleEndian.Uint64(seg[k:]))
 	}
+	if k < n {
+		t |= triggerBits(binary.LittleEndian.Uint64(seg[n-8:]))
+	}
+	return t&highs != 0
 }
 
-// chunkClass is normClass with the canonical terminator as a class of its
-// own, so one pass over a chunk splits segments and checks their form.
-var chunkClass = func() [256]uint8 {
-	t := normClass
-	t['~'] = clsTerm
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// triggerBits is nonzero under highs when the 8 bytes of v hold a byte
+// below '!' (space, CR, LF and other controls), ':', '^' or '\'. Bytes
+// other than triggers may set it too; they only cost a closer look.
+func triggerBits(v uint64) uint64 {
+	t := (v - 0x21*ones) &^ v // a byte below 0x21
+	a := v ^ (':' * ones)
+	t |= (a - ones) &^ a
+	b := (v | 0x02*ones) ^ ('^' * ones) // '^' or '\' (0x5C | 0x02 = '^')
+	t |= (b - ones) &^ b
 	return t
-}()
-
-const clsTerm = clsEscape + 1
-
-// processCanonical hashes a chunk in the canonical delimiters in one pass:
-// runs of segments already in normal form (the rule of isNormalized) are
-// hashed straight from the chunk; a segment that is not is normalised on
-// its own.
-func (s *setHasher) processCanonical(chunk []byte) {
-	run, segStart := 0, 0
-	prev := clsData
-	for i := 0; i < len(chunk); i++ {
-		cls := chunkClass[chunk[i]]
-		if cls == clsData {
-			prev = clsData
-			continue
-		}
-		var bad bool
-		switch cls {
-		case clsTerm:
-			if prev == clsData {
-				segStart, prev = i+1, clsData
-				continue
-			}
-			bad = true
-		case clsEscape:
-			bad = true
-		case clsElem:
-			bad = prev == clsSpace || prev == clsComp || prev == clsRep
-		case clsRep:
-			bad = prev == clsSpace || prev == clsComp
-		case clsComp:
-			bad = prev == clsSpace
-		}
-		if !bad {
-			prev = cls
-			continue
-		}
-		end := segStart + bytes.IndexByte(chunk[segStart:], '~')
-		if run < segStart {
-			s.h.Write(chunk[run:segStart])
-		}
-		s.scratch = appendNormalized(s.scratch[:0], chunk[segStart:end], s.d)
-		s.scratch = append(s.scratch, '~')
-		s.h.Write(s.scratch)
-		i, segStart, run, prev = end, end+1, end+1, clsData
-	}
-	if run < len(chunk) {
-		s.h.Write(chunk[run:])
-	}
 }

@@ -47,6 +47,36 @@ func keyVal(v string, d Delimiters) string {
 	return keyPart(v)
 }
 
+// keyClean reports whether keyVal leaves v, trimmed of spaces, as it is:
+// it holds no separator of d or of the canonical set, and nothing keyPart
+// escapes.
+func keyClean(v []byte, d Delimiters) bool {
+	for _, c := range v {
+		switch {
+		case c <= ' ' || c >= '~' || c == ':' || c == '%' || c == '*' || c == '^' || c == escape,
+			c == d.Component || d.Repetition != 0 && c == d.Repetition:
+			return false
+		}
+	}
+	return true
+}
+
+// numEqualBytes is numEqual for an element read as bytes, without making
+// a string of it when it is plain digits.
+func numEqualBytes(v []byte, n int) bool {
+	if len(v) == 0 || len(v) > 9 {
+		return numEqual(string(v), n)
+	}
+	got := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return numEqual(string(v), n)
+		}
+		got = got*10 + int(c-'0')
+	}
+	return got == n
+}
+
 // padISA13 returns an interchange control number in its fixed nine-digit
 // form, so a header whose zero padding was stripped keys the same.
 func padISA13(v string) string {

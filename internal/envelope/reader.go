@@ -33,6 +33,10 @@ type Options struct {
 	// SearchWindow is how far into the file the Reader looks for an ISA
 	// header behind leading text. Default 64 KiB.
 	SearchWindow int
+	// NoContentHash skips the content hash: Set.ContentHash stays zero.
+	// Keys, counts and errors are the same. For a pass that needs only the
+	// envelope's verdicts, it saves most of the reading time.
+	NoContentHash bool
 }
 
 const (
@@ -163,7 +167,8 @@ type Set struct {
 	Implementation string // ST03
 	// Key is the inbox key: the group part, then :{ST01}:{ST02}.
 	Key string
-	// ContentHash is SHA-256 over the set's normalised segments, ST to SE.
+	// ContentHash is SHA-256 over the set's normalised segments, ST to SE;
+	// zero when the Reader's Options.NoContentHash is set.
 	ContentHash [32]byte
 	// SegmentCount is the number of segments read, ST and SE included.
 	SegmentCount int
@@ -212,16 +217,11 @@ type Reader struct {
 	g   *Group
 	set *Set
 
-	hs    *setHasher
+	hs *setHasher
+	// With KeepSegments: the current set's segment bytes and its segments,
+	// which refer to them. Both are reused set after set.
 	arena []byte
-	spans []span
-	segs  []Segment // the kept segments' slice, reused set after set
-}
-
-type span struct {
-	start, end int
-	off        int64
-	index      int
+	segs  []Segment
 }
 
 // NewReader returns a Reader over r.
@@ -855,15 +855,27 @@ func (r *Reader) endGroup(trailer bool) Kind {
 func (r *Reader) startSet(seg Segment) {
 	g := r.g
 	g.SetCount++
-	s := &Set{
-		Offset: seg.Offset, Segment: seg.Index,
-		Type: seg.Str(1), ControlNumber: seg.Str(2), Implementation: seg.Str(3),
+	s := &Set{Offset: seg.Offset, Segment: seg.Index}
+	if impl := bytes.Trim(seg.Elem(3), " "); len(impl) > 0 {
+		s.Implementation = string(impl)
+	}
+	typ, ctl := bytes.Trim(seg.Elem(1), " "), bytes.Trim(seg.Elem(2), " ")
+	if keyClean(typ, r.d) && keyClean(ctl, r.d) {
+		// The key holds ST01 and ST02 as they are: one string serves all
+		// three.
+		s.Key = g.key + ":" + string(typ) + ":" + string(ctl)
+		at := len(g.key) + 1
+		s.Type, s.ControlNumber = s.Key[at:at+len(typ)], s.Key[len(s.Key)-len(ctl):]
+	} else {
+		s.Type, s.ControlNumber = string(typ), string(ctl)
+		s.Key = g.key + ":" + keyVal(s.Type, r.d) + ":" + keyVal(s.ControlNumber, r.d)
 	}
 	r.set = s
-	s.Key = g.key + ":" + keyVal(s.Type, r.d) + ":" + keyVal(s.ControlNumber, r.d)
-	r.hs.reset(r.d)
+	if !r.opts.NoContentHash {
+		r.hs.reset(r.d)
+	}
 	r.arena = r.arena[:0]
-	r.spans = r.spans[:0]
+	r.segs = r.segs[:0]
 	r.addToSet(seg)
 	if len(s.Type) != 3 || !isAlnum(s.Type[0]) {
 		r.setErr(seg, ErrSTType, "ST01="+quoteCtl(s.Type))
@@ -880,16 +892,28 @@ func (r *Reader) startSet(seg Segment) {
 // current set.
 func (r *Reader) addToSet(seg Segment) {
 	r.set.SegmentCount++
-	r.hs.add(seg.raw)
+	if !r.opts.NoContentHash {
+		r.hs.add(seg.raw)
+	}
 	if r.opts.KeepSegments {
 		r.keep(seg.raw, seg.Offset, seg.Index)
 	}
 }
 
 func (r *Reader) keep(raw []byte, off int64, index int) {
+	if len(r.arena)+len(raw) > cap(r.arena) {
+		r.growArena(len(raw))
+	}
 	start := len(r.arena)
 	r.arena = append(r.arena, raw...)
-	r.spans = append(r.spans, span{start: start, end: len(r.arena), off: off, index: index})
+	r.segs = append(r.segs, Segment{raw: r.arena[start:len(r.arena):len(r.arena)], d: r.d, Offset: off, Index: index})
+}
+
+// growArena starts a new arena with room for n more bytes. The kept
+// segments stay where they are: an arena is only ever appended to, so the
+// old one, held by them, is never written again.
+func (r *Reader) growArena(n int) {
+	r.arena = make([]byte, 0, max(2*cap(r.arena), n, 4096))
 }
 
 // fastSet consumes, straight from the read buffer, the segments of the
@@ -901,8 +925,10 @@ func (r *Reader) keep(raw []byte, off int64, index int) {
 func (r *Reader) fastSet() {
 	buf, _ := r.br.Peek(r.br.Buffered())
 	term, es := r.d.Segment, r.d.Element
-	keep := r.opts.KeepSegments
-	s, hs := r.set, r.hs
+	keep, hash := r.opts.KeepSegments, !r.opts.NoContentHash
+	hs := r.hs
+	canon, out := hs.canonical, hs.out // out is stored back below
+	taken := 0
 	i := 0
 	for i < len(buf) {
 		if isSpace(buf[i]) {
@@ -914,32 +940,45 @@ func (r *Reader) fastSet() {
 			break
 		}
 		seg := buf[i : i+j]
-		if isEnvelopeID(seg, es) {
-			break
-		}
-		idLen := 2
-		for idLen < len(seg) && idLen < 4 && seg[idLen] != es {
-			idLen++
-		}
-		if !validID(seg[:idLen]) {
+		// The identifier must be valid (validID: two or three upper-case
+		// letters and digits, then the element separator or the end) and
+		// not an envelope identifier.
+		if c := seg[0]; c < 'A' || c > 'Z' || !isUpperAlnum(seg[1]) ||
+			len(seg) > 2 && seg[2] != es && (!isUpperAlnum(seg[2]) || len(seg) > 3 && seg[3] != es) ||
+			(c == 'S' || c == 'G' || c == 'I' || c == 'T') && isEnvelopeID(seg, es) {
 			break
 		}
 		// Kept segments must be free of line breaks; hashed ones are
-		// stripped of them by the normalisation.
-		if keep && (bytes.IndexByte(seg, '\n') >= 0 || bytes.IndexByte(seg, '\r') >= 0) {
+		// stripped of them by the normalisation. A segment free of
+		// trigger bytes holds none.
+		trig := (keep || hash && canon) && hasTrigger(seg)
+		if keep && trig && (bytes.IndexByte(seg, '\n') >= 0 || bytes.IndexByte(seg, '\r') >= 0) {
 			break
 		}
-		hs.add(seg)
-		s.SegmentCount++
-		r.segIndex++
+		if hash {
+			if canon && !trig && seg[j-1] != '*' && len(out)+j < hashChunk {
+				// Normal already: the segment and its terminator, '~'.
+				out = append(out, buf[i:i+j+1]...)
+			} else {
+				hs.out = out
+				hs.addChecked(seg, trig)
+				out = hs.out
+			}
+		}
+		taken++
 		if keep {
-			r.keep(seg, r.off+int64(i), r.segIndex)
+			r.keep(seg, r.off+int64(i), r.segIndex+taken)
 		}
 		i += j + 1
 	}
+	hs.out = out
+	r.set.SegmentCount += taken
+	r.segIndex += taken
 	r.br.Discard(i)
 	r.off += int64(i)
 }
+
+func isUpperAlnum(c byte) bool { return c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
 // isEnvelopeID reports whether seg starts with an identifier the state
 // machine must see: ISA, IEA, GS, GE, ST, SE or TA1.
@@ -967,11 +1006,12 @@ func (r *Reader) endSet(trailer bool) Kind {
 	if trailer {
 		seg := r.seg
 		s.Complete = true
-		if n := seg.Str(1); !numEqual(n, s.SegmentCount) {
-			r.setErr(seg, ErrSESegmentCount, fmt.Sprintf("SE01=%s, counted %d", quoteCtl(n), s.SegmentCount))
+		// The elements are read as bytes: strings only for a message.
+		if n := bytes.Trim(seg.Elem(1), " "); !numEqualBytes(n, s.SegmentCount) {
+			r.setErr(seg, ErrSESegmentCount, fmt.Sprintf("SE01=%s, counted %d", quoteCtl(string(n)), s.SegmentCount))
 		}
-		if c := seg.Str(2); c != s.ControlNumber {
-			r.setErr(seg, ErrSEControlNumber, fmt.Sprintf("SE02=%s, ST02=%s", quoteCtl(c), quoteCtl(s.ControlNumber)))
+		if c := bytes.Trim(seg.Elem(2), " "); string(c) != s.ControlNumber {
+			r.setErr(seg, ErrSEControlNumber, fmt.Sprintf("SE02=%s, ST02=%s", quoteCtl(string(c)), quoteCtl(s.ControlNumber)))
 		}
 	} else {
 		if len(s.Errors) < maxErrors {
@@ -980,14 +1020,12 @@ func (r *Reader) endSet(trailer bool) Kind {
 		}
 		r.nestErr(2)
 	}
-	r.hs.sum(&s.ContentHash)
+	if !r.opts.NoContentHash {
+		r.hs.sum(&s.ContentHash)
+	}
 	if r.opts.KeepSegments {
 		// Segments are valid until the next Next: one slice serves every set.
-		segs := r.segs[:0]
-		for _, sp := range r.spans {
-			segs = append(segs, Segment{raw: r.arena[sp.start:sp.end:sp.end], d: r.d, Offset: sp.off, Index: sp.index})
-		}
-		s.segs, r.segs = segs, segs
+		s.segs = r.segs
 	}
 	r.ended = KindSet
 	return KindSet

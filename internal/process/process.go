@@ -152,7 +152,11 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	}
 	// Pass 1: the envelope alone, to know the verdict of every interchange
 	// and group before any set in it is processed.
-	summary, err := envelope.Parse(r, cfg.Envelope)
+	// Its sets' content hashes are never read (pass 2 hashes each set
+	// again), so it does not take them.
+	pass1 := cfg.Envelope
+	pass1.NoContentHash = true
+	summary, err := envelope.Parse(r, pass1)
 	if err != nil {
 		return nil, fmt.Errorf("read envelope: %w", err)
 	}

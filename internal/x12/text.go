@@ -206,3 +206,37 @@ func SegmentID(seg []byte, es byte) uint32 {
 	}
 	return 0
 }
+
+// Arena returns a[:0] when it holds n elements, else a new array for n:
+// a parser's list kept from set to set.
+func Arena[T any](a []T, n int) []T {
+	if cap(a) < n {
+		return make([]T, 0, n)
+	}
+	return a[:0]
+}
+
+// CopySegments copies the raw bytes of segs back to back into buf (grown
+// only when too small) and returns the buffer and its text as a string
+// that aliases it: one allocation for a whole set, none when buf is reused.
+// The string is valid until buf is written again.
+func CopySegments(buf []byte, segs []envelope.Segment) ([]byte, string) {
+	n := 0
+	for i := range segs {
+		n += len(segs[i].Raw())
+	}
+	b := Arena(buf, n)
+	for i := range segs {
+		b = append(b, segs[i].Raw()...)
+	}
+	return b, BytesString(b)
+}
+
+// BytesString returns b as a string without copying it: b must not change
+// while the string is in use.
+func BytesString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}

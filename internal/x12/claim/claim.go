@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"unsafe"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -163,40 +162,6 @@ func (ps *parser) read(segs []envelope.Segment) ([]Claim, []x12.Problem) {
 	return ps.claims, ps.problems
 }
 
-// arena returns a[:0] when it holds n elements, else a new array for n.
-func arena[T any](a []T, n int) []T {
-	if cap(a) < n {
-		return make([]T, 0, n)
-	}
-	return a[:0]
-}
-
-// copyText copies the set's segments back to back into ps.text (grown
-// only when too small) and returns them as one string, which aliases
-// ps.text: one allocation for the whole set, none when the buffer is
-// reused.
-func (ps *parser) copyText() string {
-	n := 0
-	for i := range ps.segs {
-		n += len(ps.segs[i].Raw())
-	}
-	b := arena(ps.text, n)
-	for i := range ps.segs {
-		b = append(b, ps.segs[i].Raw()...)
-	}
-	ps.text = b
-	return bytesString(b)
-}
-
-// bytesString returns b as a string without copying it: b must not change
-// while the string is in use.
-func bytesString(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
-}
-
 // Packed identifiers of the segments size counts (x12.SegmentID).
 const (
 	idOfCLM = uint32('C')<<16 | uint32('L')<<8 | uint32('M')
@@ -229,15 +194,15 @@ func (ps *parser) size() {
 	}
 	switch {
 	case claims > 0:
-		ps.claims = arena(ps.claims, claims)
+		ps.claims = x12.Arena(ps.claims, claims)
 	case ps.reuse:
 		ps.claims = ps.claims[:0]
 	}
-	ps.lines = arena(ps.lines, lines)
-	ps.mods = arena(ps.mods, lines/2)
-	ps.diagnoses = arena(ps.diagnoses, diagnoses)
-	ps.dateOfs = arena(ps.dateOfs, dates)
-	ps.members = arena(ps.members, patients)
+	ps.lines = x12.Arena(ps.lines, lines)
+	ps.mods = x12.Arena(ps.mods, lines/2)
+	ps.diagnoses = x12.Arena(ps.diagnoses, diagnoses)
+	ps.dateOfs = x12.Arena(ps.dateOfs, dates)
+	ps.members = x12.Arena(ps.members, patients)
 	ps.dates.Block = 10 * dates
 	if ps.reuse {
 		// Dates are carved from blocks shared by the sets that follow.
@@ -282,7 +247,7 @@ func (ps *parser) parse() {
 	f := &ps.f
 	var text string
 	if !ps.lean {
-		text = ps.copyText()
+		ps.text, text = x12.CopySegments(ps.text, ps.segs)
 	}
 	var d envelope.Delimiters
 	next := 0
@@ -298,7 +263,7 @@ func (ps *parser) parse() {
 			if x12.SegmentID(raw, d.Element) != idOfCLM {
 				continue // a claim's charge and count are on its CLM
 			}
-			seg = bytesString(raw) // read in place: a Summary keeps no text
+			seg = x12.BytesString(raw) // read in place: a Summary keeps no text
 		} else {
 			seg = text[next : next+len(raw)]
 			next += len(raw)

@@ -7,7 +7,6 @@ package remit
 import (
 	"bytes"
 	"fmt"
-	"unsafe"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -215,7 +214,7 @@ func (p *Parser) Summary(segs []envelope.Segment) Summary {
 	// text buffer, so that they stay as they are if segs change.
 	n := len(sum.TraceNumber)
 	b := append(append(p.ps.text[:0], sum.TraceNumber...), sum.PayerID...)
-	sum.TraceNumber, sum.PayerID = bytesString(b[:n]), bytesString(b[n:])
+	sum.TraceNumber, sum.PayerID = x12.BytesString(b[:n]), x12.BytesString(b[n:])
 	p.ps.text, p.pay = b, Payment{}
 	return sum
 }
@@ -238,40 +237,6 @@ func (ps *parser) read(segs []envelope.Segment) (*Payment, []x12.Problem) {
 	ps.parse()
 	ps.p.Balance = balance(ps.p)
 	return ps.p, ps.problems
-}
-
-// arena returns a[:0] when it holds n elements, else a new array for n.
-func arena[T any](a []T, n int) []T {
-	if cap(a) < n {
-		return make([]T, 0, n)
-	}
-	return a[:0]
-}
-
-// copyText copies the set's segments back to back into ps.text (grown
-// only when too small) and returns them as one string, which aliases
-// ps.text: one allocation for the whole set, none when the buffer is
-// reused.
-func (ps *parser) copyText() string {
-	n := 0
-	for i := range ps.segs {
-		n += len(ps.segs[i].Raw())
-	}
-	b := arena(ps.text, n)
-	for i := range ps.segs {
-		b = append(b, ps.segs[i].Raw()...)
-	}
-	ps.text = b
-	return bytesString(b)
-}
-
-// bytesString returns b as a string without copying it: b must not change
-// while the string is in use.
-func bytesString(b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	return unsafe.String(&b[0], len(b))
 }
 
 // Packed identifiers of the segments size counts and a summary reads
@@ -325,27 +290,27 @@ func (ps *parser) size() {
 			plbs++
 		}
 	}
-	ps.claims = arena(ps.claims, claims)
+	ps.claims = x12.Arena(ps.claims, claims)
 	if ps.claims == nil {
 		ps.claims = []Claim{} // a payment without claims encodes "claims":[]
 	}
 	ps.p.Claims = ps.claims
-	ps.lines = arena(ps.lines, lines)
-	ps.mods = arena(ps.mods, lines/2)
-	ps.adjs = arena(ps.adjs, adjs)
-	ps.people = arena(ps.people, people)
-	ps.dateOfs = arena(ps.dateOfs, dates)
-	ps.refs = arena(ps.refs, refs)
-	ps.moneys = arena(ps.moneys, claims)
+	ps.lines = x12.Arena(ps.lines, lines)
+	ps.mods = x12.Arena(ps.mods, lines/2)
+	ps.adjs = x12.Arena(ps.adjs, adjs)
+	ps.people = x12.Arena(ps.people, people)
+	ps.dateOfs = x12.Arena(ps.dateOfs, dates)
+	ps.refs = x12.Arena(ps.refs, refs)
+	ps.moneys = x12.Arena(ps.moneys, claims)
 	ps.dates.Block = 10 * (dates + 2)
 	if ps.reuse {
 		// Dates are carved from blocks shared by the sets that follow.
 		ps.dates.Block = max(ps.dates.Block, 16<<10)
 	}
 	if plbs > 0 {
-		ps.plbs = arena(ps.plbs, plbs)
+		ps.plbs = x12.Arena(ps.plbs, plbs)
 		ps.p.ProviderAdjustments = ps.plbs
-		ps.plbAdjs = arena(ps.plbAdjs, 2*plbs)
+		ps.plbAdjs = x12.Arena(ps.plbAdjs, 2*plbs)
 	}
 }
 
@@ -439,7 +404,7 @@ func (ps *parser) parse() {
 	var line *Line
 	var text string
 	if !ps.lean {
-		text = ps.copyText()
+		ps.text, text = x12.CopySegments(ps.text, ps.segs)
 	}
 	var d envelope.Delimiters
 	next := 0
@@ -455,7 +420,7 @@ func (ps *parser) parse() {
 			if !decidesSummary(x12.SegmentID(raw, d.Element)) {
 				continue
 			}
-			seg = bytesString(raw) // read in place, see Summary
+			seg = x12.BytesString(raw) // read in place, see Summary
 		} else {
 			seg = text[next : next+len(raw)]
 			next += len(raw)

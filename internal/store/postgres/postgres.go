@@ -459,7 +459,12 @@ func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 			if err := br.QueryRow().Scan(&outcome, &r.OriginalCorrelationID, &r.EffectKeys, &r.ConflictKeys); err != nil {
 				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
 			}
-			r.Key, r.Outcome = q.key, inbox.Outcome(outcome)
+			r.Key, r.Outcome = q.key, outcomeOf(outcome)
+			if r.OriginalCorrelationID == in.s.CorrelationID {
+				// A new claim's own: one string for all of them, not one
+				// kept per set of a large file.
+				r.OriginalCorrelationID = in.s.CorrelationID
+			}
 			in.result.Sets = append(in.result.Sets, r)
 		case "claimed":
 			if err := in.readClaimed(br, q); err != nil {
@@ -481,6 +486,17 @@ func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 		}
 	}
 	return nil
+}
+
+// outcomeOf returns the Outcome constant spelled s, so that a large file's
+// results share its few strings rather than keep one scanned per set.
+func outcomeOf(s string) inbox.Outcome {
+	for _, o := range []inbox.Outcome{inbox.Processed, inbox.Duplicate, inbox.BusinessDuplicate, inbox.Conflict, inbox.Rejected} {
+		if string(o) == s {
+			return o
+		}
+	}
+	return inbox.Outcome(s)
 }
 
 const ledgerSQL = `INSERT INTO remote_file (source, path, size, mtime, sha256, status, last_error, sets,

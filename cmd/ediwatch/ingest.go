@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -60,7 +61,10 @@ Files are recorded in the listing ledger under the source --source (default
 				}
 				files = append(files, found...)
 			}
-			enc := json.NewEncoder(stdout)
+			// One line per set: buffered, and flushed after each file so
+			// that what it printed comes before the next file's errors.
+			out := bufio.NewWriterSize(stdout, 64<<10)
+			enc := json.NewEncoder(out)
 			failed := 0
 			for _, path := range files {
 				res, corr, err := ingestPath(cmd, opts, source, path)
@@ -77,7 +81,10 @@ Files are recorded in the listing ledger under the source --source (default
 							"conflict_keys": nonNil(set.ConflictKeys)})
 						continue
 					}
-					fmt.Fprintf(stdout, "%s\t%s\t%s\t%d effects\n", path, set.Key, set.Outcome, len(set.EffectKeys))
+					fmt.Fprintf(out, "%s\t%s\t%s\t%d effects\n", path, set.Key, set.Outcome, len(set.EffectKeys))
+				}
+				if err := out.Flush(); err != nil {
+					return err
 				}
 			}
 			if failed > 0 {

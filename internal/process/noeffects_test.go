@@ -3,13 +3,16 @@ package process
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 // TestNoEffectsChangesNothingElse: sets an ingest already knows to be
@@ -17,6 +20,8 @@ import (
 // every set's status, reason, errors, problems and document, and every
 // acknowledgment (its key carries the verdict of the group, which depends
 // on the sets' content problems) are those of processing with effects.
+// A marked set's document is read by a reused parser and valid only while
+// emit runs, so each document is taken (encoded) there.
 func TestNoEffectsChangesNothingElse(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "envelope", "testdata", "*.x12"))
 	if err != nil || len(files) == 0 {
@@ -28,7 +33,7 @@ func TestNoEffectsChangesNothingElse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		process := func(noEffects bool) ([]*Set, []Effect) {
+		process := func(noEffects bool) ([]*Set, [][]byte, []Effect) {
 			cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 			if noEffects {
 				cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
@@ -36,10 +41,20 @@ func TestNoEffectsChangesNothingElse(t *testing.T) {
 				}
 			}
 			var sets []*Set
+			var docs [][]byte
 			var acks []Effect
 			if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
 				if it.Set != nil {
-					sets = append(sets, it.Set)
+					set := *it.Set
+					var doc []byte
+					if set.Payment != nil {
+						doc = set.Payment.AppendJSON(doc)
+					}
+					for i := range set.Claims {
+						doc = set.Claims[i].AppendJSON(doc)
+					}
+					set.Payment, set.Claims = nil, nil
+					sets, docs = append(sets, &set), append(docs, doc)
 				}
 				if it.Ack != nil {
 					acks = append(acks, *it.Ack)
@@ -48,10 +63,10 @@ func TestNoEffectsChangesNothingElse(t *testing.T) {
 			}); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			return sets, acks
+			return sets, docs, acks
 		}
-		full, fullAcks := process(false)
-		skipped, skippedAcks := process(true)
+		full, fullDocs, fullAcks := process(false)
+		skipped, skippedDocs, skippedAcks := process(true)
 		if !reflect.DeepEqual(fullAcks, skippedAcks) {
 			t.Errorf("%s: acknowledgments differ:\n%+v\n%+v", name, fullAcks, skippedAcks)
 		}
@@ -70,9 +85,57 @@ func TestNoEffectsChangesNothingElse(t *testing.T) {
 			if !reflect.DeepEqual(&f, skipped[i]) {
 				t.Errorf("%s set %d differs:\n%+v\n%+v", name, i, &f, skipped[i])
 			}
+			if !bytes.Equal(fullDocs[i], skippedDocs[i]) {
+				t.Errorf("%s set %d: documents differ:\n%s\n%s", name, i, fullDocs[i], skippedDocs[i])
+			}
 		}
 	}
 	if withEffects == 0 {
 		t.Fatal("no fixture has a set with effects")
+	}
+}
+
+// TestNoEffectsKeepsProblemsPastTheParsersNextSet: the problems of a
+// marked set, read by a parser reused for the next set, are what its
+// group's 999 reports when the group ends: a bad amount in the first set
+// and a bad date in the second of a three-set group give the same 999
+// (their IK4 values included) with and without NoEffects.
+func TestNoEffectsKeepsProblemsPastTheParsersNextSet(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := (x12gen.Remit{SetsPerGroup: 3, ClaimsPerSet: 2}).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Replace(buf.Bytes(), []byte("CLP*PCN1-1*1*100.00"), []byte("CLP*PCN1-1*1*1X0.00"), 1)
+	data = bytes.Replace(data, []byte("DTM*232*20261101"), []byte("DTM*232*2026110A"), 3) // the second set's first claim
+	acks := func(noEffects bool) []Effect {
+		cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
+		if noEffects {
+			cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
+				return func(*envelope.Set) bool { return true }, nil
+			}
+		}
+		var out []Effect
+		if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
+			if it.Ack != nil {
+				out = append(out, *it.Ack)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	full, skipped := acks(false), acks(true)
+	if len(full) == 0 || !reflect.DeepEqual(full, skipped) {
+		t.Fatalf("acknowledgments differ:\n%s\n%s", full, skipped)
+	}
+	var ev AckEvent
+	if err := json.Unmarshal(full[0].Payload, &ev); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1X0.00", "2026110A", "IK5*R"} {
+		if !strings.Contains(ev.X12, want) {
+			t.Errorf("the 999 lacks %q:\n%s", want, ev.X12)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strings"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -136,7 +137,9 @@ type Config struct {
 	// the sets for which it reports true get no Effects (the caller knows
 	// them to be claimed already, so their effects would be discarded).
 	// Everything else of such a set (status, problems, document,
-	// acknowledgments) is the same.
+	// acknowledgments) is the same, except that its document (Payment or
+	// Claims) is valid only until emit returns: it is read by a parser
+	// reused from set to set.
 	NoEffects func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) bool, error)
 }
 
@@ -185,6 +188,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	rd := envelope.NewReader(r, opts)
 	ixIndex, groupIndex := 0, 0
 	var results []ack.SetResult
+	var reuse parsers
 	// groupHash digests the content hashes of the group's sets so far.
 	groupHash, hashText := sha256.New(), []byte(nil)
 	for {
@@ -209,7 +213,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 				verdictG = verdictIX.Groups[groupIndex]
 			}
 			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG,
-				noEffects != nil && noEffects(rd.Set()))
+				noEffects != nil && noEffects(rd.Set()), &reuse)
 			results = append(results, res)
 			hashText = append(hashText[:0], set.ContentHash...)
 			groupHash.Write(hashText)
@@ -275,16 +279,33 @@ func onlyAcks(ix *envelope.Interchange) bool {
 	return len(ix.Groups) > 0 || len(ix.TA1) > 0
 }
 
+// parsers are the document parsers process.File reuses from set to set for
+// the sets NoEffects marks: their documents are read only for the
+// problems (which decide the group's 999) and are consumed by emit.
+type parsers struct {
+	remit remit.Parser
+	claim claim.Parser
+}
+
 func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
-	verdictIX *envelope.Interchange, verdictG *envelope.Group, noEffects bool) (*Set, ack.SetResult) {
+	verdictIX *envelope.Interchange, verdictG *envelope.Group, noEffects bool, reuse *parsers) (*Set, ack.SetResult) {
 	out := &Set{Key: s.Key, ContentHash: s.HashHex(), Type: s.Type, ControlNumber: s.ControlNumber,
 		Status: Processed, Errors: s.Errors}
 	segs := s.Segments()
-	switch s.Type {
-	case "835":
+	switch {
+	case s.Type == "835" && noEffects:
+		out.Payment, out.Problems = reuse.remit.Parse(segs)
+	case s.Type == "835":
 		out.Payment, out.Problems = remit.Parse(segs)
-	case "837":
+	case s.Type == "837" && noEffects:
+		out.Claims, out.Problems = reuse.claim.Parse(segs)
+	case s.Type == "837":
 		out.Claims, out.Problems = claim.Parse(segs)
+	}
+	if noEffects {
+		// The group's results keep the problems until its 999 is built,
+		// past the parser's next set.
+		out.Problems = cloneProblems(out.Problems)
 	}
 	res := ack.SetResultOf(s, out.Problems)
 	switch {
@@ -301,6 +322,22 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 		out.Effects = effects(ix, out)
 	}
 	return out, res
+}
+
+// cloneProblems returns ps in memory of its own: a new slice, every
+// string copied.
+func cloneProblems(ps []x12.Problem) []x12.Problem {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]x12.Problem, len(ps))
+	for i, p := range ps {
+		p.SegmentID, p.Loop, p.SegmentCode = strings.Clone(p.SegmentID), strings.Clone(p.Loop), strings.Clone(p.SegmentCode)
+		p.ElementRef, p.ElementCode, p.Value = strings.Clone(p.ElementRef), strings.Clone(p.ElementCode), strings.Clone(p.Value)
+		p.Message, p.ContextName, p.ContextValue = strings.Clone(p.Message), strings.Clone(p.ContextName), strings.Clone(p.ContextValue)
+		out[i] = p
+	}
+	return out
 }
 
 func firstRejecting(ps []x12.Problem) string {

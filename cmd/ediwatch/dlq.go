@@ -22,16 +22,21 @@ func newDLQCmd(stdout io.Writer) *cobra.Command {
 		Short: "List, show, replay or discard dead-lettered deliveries",
 		Long: `dlq works on the dead-letter queue of the configured store.
 
-  dlq list [--sink S] [--json] [--show-phi]
+  dlq list [FILTER] [--json] [--show-phi]
                                      dead rows, newest last
   dlq show ID [--show-phi]           one row
+  dlq replay ID... | FILTER | --all  deliver again, with the same Idempotency-Key
+  dlq discard ID... | FILTER | --all resolve without delivering (the row is kept,
+                                     so its effect key still stops a re-sent document)
+
+FILTER narrows the rows by --sink S, --kind K (payment.posted, claim.received,
+ack.999, ack.ta1), and --since T / --until T, when the row was dead-lettered
+(since <= t < until); T is an RFC 3339 time (2026-11-28T00:00:00Z) or a
+duration back from now (36h). Given ids, the filters narrow them further.
 
 Claim effect keys name a patient control number and receivers echo payloads
 in their responses: keys are shown as digests, and responses and payloads
-not at all, unless --show-phi is given.
-  dlq replay ID... | --sink S | --all  deliver again, with the same Idempotency-Key
-  dlq discard ID...                  resolve without delivering (the row is kept,
-                                     so its effect key still stops a re-sent document)`,
+not at all, unless --show-phi is given.`,
 	}
 	cmd.PersistentFlags().StringVar(&cfgPath, "config", "", "configuration file")
 	withStore := func(run func(cmd *cobra.Command, s store.Store, args []string) error) func(*cobra.Command, []string) error {
@@ -48,11 +53,57 @@ not at all, unless --show-phi is given.
 			return run(cmd, s, args)
 		}
 	}
-	var sinkName string
-	var asJSON, showPHI, all bool
+	var asJSON, showPHI bool
+	// filter is the rows a subcommand's FILTER flags select; each of list,
+	// replay and discard has its own flag set.
+	filter := func(c *cobra.Command, args []string) (outbox.DeadFilter, error) {
+		var f outbox.DeadFilter
+		var err error
+		if f.IDs, err = parseIDs(args); err != nil {
+			return f, err
+		}
+		f.Sink, _ = c.Flags().GetString("sink")
+		f.Kind, _ = c.Flags().GetString("kind")
+		now := time.Now().UTC()
+		for _, b := range []struct {
+			flag string
+			to   *time.Time
+		}{{"since", &f.Since}, {"until", &f.Until}} {
+			v, _ := c.Flags().GetString(b.flag)
+			if v == "" {
+				continue
+			}
+			if *b.to, err = parseWhen(v, now); err != nil {
+				return f, usageError("--%s: %v", b.flag, err)
+			}
+		}
+		return f, nil
+	}
+	filterFlags := func(c *cobra.Command) {
+		c.Flags().String("sink", "", "only rows of this sink")
+		c.Flags().String("kind", "", "only rows of this effect kind")
+		c.Flags().String("since", "", "only rows dead-lettered at or after this time (RFC 3339, or a duration back from now)")
+		c.Flags().String("until", "", "only rows dead-lettered before this time (RFC 3339, or a duration back from now)")
+	}
+	// selection is the filter of a replay or discard, which must name its
+	// rows: by id, by a filter, or --all.
+	selection := func(c *cobra.Command, args []string, verb string) (outbox.DeadFilter, error) {
+		f, err := filter(c, args)
+		if err != nil {
+			return f, err
+		}
+		if all, _ := c.Flags().GetBool("all"); f.IsZero() && !all {
+			return f, usageError("%s: name rows by id, --sink, --kind, --since or --until, or give --all", verb)
+		}
+		return f, nil
+	}
 	list := &cobra.Command{Use: "list", Short: "List dead rows", Args: cobra.NoArgs,
 		RunE: withStore(func(cmd *cobra.Command, s store.Store, _ []string) error {
-			rows, err := s.ListDead(cmd.Context(), sinkName, 10000)
+			f, err := filter(cmd, nil)
+			if err != nil {
+				return err
+			}
+			rows, err := s.ListDead(cmd.Context(), f, 10000)
 			if err != nil {
 				return err
 			}
@@ -83,7 +134,7 @@ not at all, unless --show-phi is given.
 			}
 			return tw.Flush()
 		})}
-	list.Flags().StringVar(&sinkName, "sink", "", "only this sink")
+	filterFlags(list)
 	list.Flags().BoolVar(&asJSON, "json", false, "one JSON object per row")
 	list.Flags().BoolVar(&showPHI, "show-phi", false, "show effect keys in clear and the receivers' responses (patient data)")
 	show := &cobra.Command{Use: "show ID", Short: "Show one row", Args: cobra.ExactArgs(1),
@@ -105,38 +156,36 @@ not at all, unless --show-phi is given.
 			return enc.Encode(out)
 		})}
 	show.Flags().BoolVar(&showPHI, "show-phi", false, "include the effect key in clear, the payload and the receiver's response (patient data)")
-	replay := &cobra.Command{Use: "replay (ID... | --sink S | --all)", Short: "Deliver dead rows again",
+	replay := &cobra.Command{Use: "replay (ID... | FILTER | --all)", Short: "Deliver dead rows again",
 		RunE: withStore(func(cmd *cobra.Command, s store.Store, args []string) error {
-			ids, err := parseIDs(args)
+			f, err := selection(cmd, args, "replay")
 			if err != nil {
 				return err
 			}
-			if len(ids) == 0 && sinkName == "" && !all {
-				return usageError("replay: name rows, --sink S or --all")
-			}
-			n, err := s.Replay(cmd.Context(), ids, sinkName, all, time.Now().UTC())
+			n, err := s.Replay(cmd.Context(), f, time.Now().UTC())
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "%d rows queued for delivery again\n", n)
 			return nil
 		})}
-	replay.Flags().StringVar(&sinkName, "sink", "", "every dead row of this sink")
-	replay.Flags().BoolVar(&all, "all", false, "every dead row")
-	discard := &cobra.Command{Use: "discard ID...", Short: "Resolve dead rows without delivering them",
-		Args: cobra.MinimumNArgs(1),
+	filterFlags(replay)
+	replay.Flags().Bool("all", false, "every dead row")
+	discard := &cobra.Command{Use: "discard (ID... | FILTER | --all)", Short: "Resolve dead rows without delivering them",
 		RunE: withStore(func(cmd *cobra.Command, s store.Store, args []string) error {
-			ids, err := parseIDs(args)
+			f, err := selection(cmd, args, "discard")
 			if err != nil {
 				return err
 			}
-			n, err := s.Discard(cmd.Context(), ids, time.Now().UTC())
+			n, err := s.Discard(cmd.Context(), f, time.Now().UTC())
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "%d rows discarded\n", n)
 			return nil
 		})}
+	filterFlags(discard)
+	discard.Flags().Bool("all", false, "every dead row")
 	cmd.AddCommand(list, show, replay, discard)
 	return cmd
 }
@@ -151,6 +200,18 @@ func parseIDs(args []string) ([]int64, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// parseWhen reads a time given as RFC 3339 or as a duration back from now.
+func parseWhen(v string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration such as 36h", v)
+	}
+	return now.Add(-d), nil
 }
 
 // rowSummary describes a row; patient data (a claim's effect key in clear,

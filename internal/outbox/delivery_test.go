@@ -155,7 +155,7 @@ func TestReplayAfterMaxAgeDelivers(t *testing.T) {
 	mu.Lock()
 	status = 200
 	mu.Unlock()
-	if n, err := h.st.Replay(context.Background(), nil, "", true, h.clock); err != nil || n != 1 {
+	if n, err := h.st.Replay(context.Background(), outbox.DeadFilter{}, h.clock); err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
 	h.round(t)
@@ -239,7 +239,7 @@ func TestNoPatientDataInLogs(t *testing.T) {
 		if !strings.Contains(all.String(), "dead-lettered") || !strings.Contains(all.String(), "claim.received:sha256:") {
 			t.Errorf("logs do not name the rows by digest:\n%s", all.String())
 		}
-		dead, _ := st.ListDead(context.Background(), "", 10)
+		dead, _ := st.ListDead(context.Background(), outbox.DeadFilter{}, 10)
 		for _, d := range dead {
 			// The echoed event is kept in the store (its head: the
 			// patient control number may lie past the kept excerpt).

@@ -115,7 +115,7 @@ func (h *harness) round(t *testing.T) int {
 }
 
 func (h *harness) payment(t *testing.T) outbox.Row {
-	rows, _ := h.st.ListDead(context.Background(), "ledger", 10)
+	rows, _ := h.st.ListDead(context.Background(), outbox.DeadFilter{Sink: "ledger"}, 10)
 	if len(rows) == 1 {
 		return rows[0]
 	}
@@ -287,7 +287,7 @@ func TestReplayDeliversWithTheSameKey(t *testing.T) {
 	mu.Lock()
 	status = 200
 	mu.Unlock()
-	if n, err := h.st.Replay(context.Background(), []int64{p.ID}, "", false, h.clock); err != nil || n != 1 {
+	if n, err := h.st.Replay(context.Background(), outbox.DeadFilter{IDs: []int64{p.ID}}, h.clock); err != nil || n != 1 {
 		t.Fatal(n, err)
 	}
 	h.round(t)

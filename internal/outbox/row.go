@@ -158,21 +158,36 @@ type Store interface {
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
 	// ReapExpired returns rows whose lease expired to pending.
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
-	// ListDead lists dead rows, of one sink when sink is not empty.
-	ListDead(ctx context.Context, sink string, limit int) ([]Row, error)
+	// ListDead lists the dead rows f selects, oldest first.
+	ListDead(ctx context.Context, f DeadFilter, limit int) ([]Row, error)
 	// GetOutbox returns one row.
 	GetOutbox(ctx context.Context, id int64) (Row, error)
-	// Replay returns dead rows to pending with their attempts reset and a
-	// fresh age budget counted from now (AgeFrom): the given ids, or all of
-	// sink when ids is empty and sink is set, or all when both are empty
-	// and all is true. The last error is kept, and appended to ErrorHistory,
-	// which keeps the row's earlier errors across replays. The effect key, and so the Idempotency-Key,
-	// is unchanged.
-	Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error)
-	// Discard resolves dead rows without delivering them. The rows are
-	// kept (status discarded): their effect keys must go on preventing a
-	// re-delivered document from posting again.
-	Discard(ctx context.Context, ids []int64, now time.Time) (int, error)
+	// Replay returns the dead rows f selects (every dead row for the zero
+	// filter) to pending with their attempts reset and a fresh age budget
+	// counted from now (AgeFrom). The last error is kept, and appended to
+	// ErrorHistory, which keeps the row's earlier errors across replays.
+	// The effect key, and so the Idempotency-Key, is unchanged.
+	Replay(ctx context.Context, f DeadFilter, now time.Time) (int, error)
+	// Discard resolves the dead rows f selects without delivering them. The
+	// rows are kept (status discarded): their effect keys must go on
+	// preventing a re-delivered document from posting again.
+	Discard(ctx context.Context, f DeadFilter, now time.Time) (int, error)
 	// Stats returns the counts per sink.
 	Stats(ctx context.Context, now time.Time) ([]SinkStats, error)
+}
+
+// DeadFilter selects dead rows: each field that is set narrows the
+// selection, and the zero filter selects every dead row.
+type DeadFilter struct {
+	IDs  []int64
+	Sink string
+	Kind string
+	// Since and Until bound when the row was dead-lettered (its last
+	// update): Since <= t < Until. A zero time sets no bound.
+	Since, Until time.Time
+}
+
+// IsZero reports whether f selects every dead row.
+func (f DeadFilter) IsZero() bool {
+	return len(f.IDs) == 0 && f.Sink == "" && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero()
 }

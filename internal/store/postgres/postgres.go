@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -802,13 +803,39 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 }
 
 // ListDead implements outbox.Store.
-func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]outbox.Row, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+outboxCols+` FROM outbox
-		WHERE status = 'dead' AND ($1 = '' OR sink = $1) ORDER BY id LIMIT $2`, sink, limit)
+func (s *Store) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
+	where, args := deadWhere(f, []any{limit})
+	rows, err := s.pool.Query(ctx, `SELECT `+outboxCols+` FROM outbox WHERE `+where+` ORDER BY id LIMIT $1`, args...)
 	if err != nil {
 		return nil, err
 	}
 	return collect(rows)
+}
+
+// deadWhere returns the condition selecting the dead rows f selects, its
+// parameters numbered after args, and args with them appended.
+func deadWhere(f outbox.DeadFilter, args []any) (string, []any) {
+	where := "status = 'dead'"
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where += " AND " + strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args)))
+	}
+	if len(f.IDs) > 0 {
+		add("id = ANY($?::bigint[])", f.IDs)
+	}
+	if f.Sink != "" {
+		add("sink = $?", f.Sink)
+	}
+	if f.Kind != "" {
+		add("kind = $?", f.Kind)
+	}
+	if !f.Since.IsZero() {
+		add("updated_at >= $?", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("updated_at < $?", f.Until)
+	}
+	return where, args
 }
 
 // GetOutbox implements outbox.Store.
@@ -821,20 +848,13 @@ func (s *Store) GetOutbox(ctx context.Context, id int64) (outbox.Row, error) {
 }
 
 // Replay implements outbox.Store.
-func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error) {
-	if len(ids) == 0 && sink == "" && !all {
-		return 0, errors.New("replay: name rows, a sink, or all")
-	}
-	var idFilter any
-	if len(ids) > 0 {
-		idFilter = ids
-	}
+func (s *Store) Replay(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error) {
+	where, args := deadWhere(f, []any{now})
 	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = $1,
 		age_from = $1, updated_at = $1,
 		error_history = right(error_history || to_char($1 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
 			|| ' replayed after ' || attempts || ' attempts; last error: ' || last_error || E'\n', `+historyMax+`)
-		WHERE status = 'dead' AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[])) AND ($3 = '' OR sink = $3)`,
-		now, idFilter, sink)
+		WHERE `+where, args...)
 	return int(tag.RowsAffected()), err
 }
 
@@ -842,12 +862,9 @@ func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, 
 const historyMax = "4096"
 
 // Discard implements outbox.Store.
-func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, error) {
-	if len(ids) == 0 {
-		return 0, errors.New("discard: name the rows")
-	}
-	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'discarded', updated_at = $1
-		WHERE status = 'dead' AND id = ANY($2::bigint[])`, now, ids)
+func (s *Store) Discard(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error) {
+	where, args := deadWhere(f, []any{now})
+	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'discarded', updated_at = $1 WHERE `+where, args...)
 	return int(tag.RowsAffected()), err
 }
 

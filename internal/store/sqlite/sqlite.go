@@ -750,13 +750,42 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 }
 
 // ListDead implements outbox.Store.
-func (s *Store) ListDead(ctx context.Context, sink string, limit int) ([]outbox.Row, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
-		WHERE status = 'dead' AND (? = '' OR sink = ?) ORDER BY id LIMIT ?`, sink, sink, limit)
+func (s *Store) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
+	where, args := deadWhere(f, nil)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox WHERE `+where+` ORDER BY id LIMIT ?`,
+		append(args, limit)...)
 	if err != nil {
 		return nil, err
 	}
 	return collect(rows)
+}
+
+// deadWhere returns the condition selecting the dead rows f selects, and
+// args with its parameters appended.
+func deadWhere(f outbox.DeadFilter, args []any) (string, []any) {
+	where := "status = 'dead'"
+	if len(f.IDs) > 0 {
+		list, ids := idList(f.IDs)
+		where += " AND id IN " + list
+		args = append(args, ids...)
+	}
+	if f.Sink != "" {
+		where += " AND sink = ?"
+		args = append(args, f.Sink)
+	}
+	if f.Kind != "" {
+		where += " AND kind = ?"
+		args = append(args, f.Kind)
+	}
+	if !f.Since.IsZero() {
+		where += " AND updated_at >= ?"
+		args = append(args, us(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where += " AND updated_at < ?"
+		args = append(args, us(f.Until))
+	}
+	return where, args
 }
 
 // GetOutbox implements outbox.Store.
@@ -777,21 +806,13 @@ func idList(ids []int64) (string, []any) {
 }
 
 // Replay implements outbox.Store.
-func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, now time.Time) (int, error) {
-	if len(ids) == 0 && sink == "" && !all {
-		return 0, errors.New("replay: name rows, a sink, or all")
-	}
-	q := `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?, age_from = ?, updated_at = ?,
+func (s *Store) Replay(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error) {
+	where, args := deadWhere(f, []any{us(now), us(now), us(now), now.UTC().Format("2006-01-02T15:04:05Z")})
+	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = 'pending', attempts = 0, next_attempt_at = ?,
+		age_from = ?, updated_at = ?,
 		error_history = substr(error_history || ? || ' replayed after ' || attempts || ' attempts; last error: '
-			|| last_error || char(10), -` + strconv.Itoa(historyMax) + `)
-		WHERE status = 'dead' AND (? = '' OR sink = ?)`
-	args := []any{us(now), us(now), us(now), now.UTC().Format("2006-01-02T15:04:05Z"), sink, sink}
-	if len(ids) > 0 {
-		list, idArgs := idList(ids)
-		q += " AND id IN " + list
-		args = append(args, idArgs...)
-	}
-	res, err := s.db.ExecContext(ctx, q, args...)
+			|| last_error || char(10), -`+strconv.Itoa(historyMax)+`)
+		WHERE `+where, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -803,13 +824,9 @@ func (s *Store) Replay(ctx context.Context, ids []int64, sink string, all bool, 
 const historyMax = 4096
 
 // Discard implements outbox.Store.
-func (s *Store) Discard(ctx context.Context, ids []int64, now time.Time) (int, error) {
-	if len(ids) == 0 {
-		return 0, errors.New("discard: name the rows")
-	}
-	list, args := idList(ids)
-	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = 'discarded', updated_at = ?
-		WHERE status = 'dead' AND id IN `+list, append([]any{us(now)}, args...)...)
+func (s *Store) Discard(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error) {
+	where, args := deadWhere(f, []any{us(now)})
+	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = 'discarded', updated_at = ? WHERE `+where, args...)
 	if err != nil {
 		return 0, err
 	}

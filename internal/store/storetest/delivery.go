@@ -137,7 +137,7 @@ func testClaimOnlyListedSinks(t *testing.T, s store.Store) {
 			t.Errorf("claimed a row of a sink not listed")
 		}
 	}
-	dead, _ := s.ListDead(ctx, "", 10)
+	dead, _ := s.ListDead(ctx, outbox.DeadFilter{}, 10)
 	if len(rows) != 2 || len(dead) != 0 {
 		t.Errorf("claimed %d rows, %d dead", len(rows), len(dead))
 	}
@@ -173,7 +173,7 @@ func testReplayFreshAgeKeepsHistory(t *testing.T, s store.Store) {
 	}
 	weekend := t0.Add(80 * time.Hour)
 	for i, at := range []time.Time{weekend, weekend.Add(time.Hour)} {
-		if n, err := s.Replay(ctx, nil, "", true, at); err != nil || n != 1 {
+		if n, err := s.Replay(ctx, outbox.DeadFilter{}, at); err != nil || n != 1 {
 			t.Fatalf("replay %d: %d %v", i, n, err)
 		}
 		r = claim(at)

@@ -91,6 +91,7 @@ func sum(m map[string]int) int {
 func Tests() map[string]func(*testing.T, store.Store) {
 	return map[string]func(*testing.T, store.Store){
 		"SameFileThreeTimes":               testSameFileThreeTimes,
+		"DeadRowsBySinkKindAndTime":        testDeadFilter,
 		"SameFileConcurrently":             testSameFileConcurrently,
 		"RegeneratedIsBusinessDup":         testRegenerated,
 		"OtherSenderIsNewDocument":         testOtherSender,
@@ -477,11 +478,11 @@ func testTransitions(t *testing.T, s store.Store) {
 	if len(due) != 2 || attempts[a.ID] != 2 || attempts[b.ID] != 1 {
 		t.Errorf("after retry and snooze: %v (a retried burns an attempt, a snoozed one does not)", attempts)
 	}
-	dead, _ := s.ListDead(ctx, "ledger", 10)
+	dead, _ := s.ListDead(ctx, outbox.DeadFilter{Sink: "ledger"}, 10)
 	if len(dead) != 1 || dead[0].ID != c.ID || dead[0].LastStatus != 400 || dead[0].LastError != "bad request" {
 		t.Fatalf("dead %+v", dead)
 	}
-	if n, err := s.Replay(ctx, []int64{c.ID}, "", false, later); err != nil || n != 1 {
+	if n, err := s.Replay(ctx, outbox.DeadFilter{IDs: []int64{c.ID}}, later); err != nil || n != 1 {
 		t.Fatalf("replay: %d %v", n, err)
 	}
 	replayed, _ := s.GetOutbox(ctx, c.ID)
@@ -493,7 +494,7 @@ func testTransitions(t *testing.T, s store.Store) {
 		t.Fatalf("claim after replay: %v", again)
 	}
 	s.Dead(ctx, c.ID, again[0].LeaseToken, later, outbox.Failure{HTTPStatus: 400, Error: "still bad"})
-	if n, err := s.Discard(ctx, []int64{c.ID}, later); err != nil || n != 1 {
+	if n, err := s.Discard(ctx, outbox.DeadFilter{IDs: []int64{c.ID}}, later); err != nil || n != 1 {
 		t.Fatalf("discard: %d %v", n, err)
 	}
 	if got, _ := s.GetOutbox(ctx, c.ID); got.Status != outbox.StatusDiscarded {

@@ -190,6 +190,11 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			return rep.Divergent, nil
 		}}
 	g.Go(func() error { return gauges.Run(gctx) })
+	silence := &poller.Silence{Store: st, Metrics: m, Expect: map[string]time.Duration{}, Log: log.Named("silence")}
+	for _, src := range cfg.Sources {
+		silence.Expect[src.Name] = src.ExpectEvery.D()
+	}
+	g.Go(func() error { return silence.Run(gctx) })
 	log.Info("ediwatch started", zap.String("store", cfg.Store.Driver), zap.Int("sources", len(cfg.Sources)),
 		zap.Int("sinks", len(cfg.Sinks)), zap.String("http", d.addr.String()))
 	if ready != nil {

@@ -146,6 +146,10 @@ type Source struct {
 	// IncompleteGrace: a file whose last interchange has no IEA is left
 	// for a later poll while its mtime is younger than this (0s: never).
 	IncompleteGrace Duration `mapstructure:"incomplete_grace"`
+	// ExpectEvery, when positive, is the longest the source may go without
+	// a new file (e.g. 26h for a daily remittance) before it counts as
+	// overdue (metric ediwatch_source_overdue); 0s: never.
+	ExpectEvery Duration `mapstructure:"expect_every"`
 	// Us and Them override the interchange ids of our acknowledgments
 	// ("QUAL:ID"); by default they answer with the received ids swapped.
 	Us   string `mapstructure:"us"`
@@ -230,6 +234,7 @@ func sourceDefaults() map[string]any {
 		"type": "sftp", "include": include, "poll_interval": "1m", "stable_for": "30s", "after": p.After,
 		"max_files_per_poll": p.MaxFilesPerPoll, "max_file_size": p.MaxFileSize, "max_attempts": p.MaxAttempts,
 		"downloads": p.Downloads, "min_age": "0s", "done_marker": "", "incomplete_grace": p.IncompleteGrace.String(),
+		"expect_every": "0s",
 	}
 }
 
@@ -441,6 +446,9 @@ func (c *Config) Validate() error {
 		}
 		if s.IncompleteGrace < 0 {
 			bad(p+".incomplete_grace", "must not be negative", s.IncompleteGrace.D())
+		}
+		if s.ExpectEvery < 0 {
+			bad(p+".expect_every", "must not be negative", s.ExpectEvery.D())
 		}
 		if s.DoneMarker != "" && (strings.Count(s.DoneMarker, "{name}") != 1 || s.DoneMarker == "{name}" ||
 			strings.ContainsAny(s.DoneMarker, "/\\*?[")) {

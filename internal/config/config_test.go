@@ -101,6 +101,32 @@ sources:
 	}
 }
 
+// TestExpectEvery: a source's silence alarm is off unless expect_every is
+// set, and a negative one is refused with its path.
+func TestExpectEvery(t *testing.T) {
+	load := func(extra string) (Config, error) {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		os.WriteFile(path, []byte(`sinks:
+  s: {url: "https://x.example.test/"}
+routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s}
+sources:
+  - {name: a, type: local, directories: [/in]`+extra+`}
+  - {name: b, type: local, directories: [/in]}
+`), 0o600)
+		return Load(path)
+	}
+	c, err := load(", expect_every: 26h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sources[0].ExpectEvery.D() != 26*time.Hour || c.Sources[1].ExpectEvery != 0 {
+		t.Errorf("expect_every: %v, %v", c.Sources[0].ExpectEvery, c.Sources[1].ExpectEvery)
+	}
+	if _, err := load(", expect_every: -1h"); err == nil || !strings.Contains(err.Error(), "sources[0].expect_every: must not be negative") {
+		t.Errorf("negative expect_every: %v", err)
+	}
+}
+
 func TestEnvironmentOverrides(t *testing.T) {
 	t.Setenv("EDIWATCH_STORE_DSN", "file:/tmp/other.db")
 	t.Setenv("EDIWATCH_RELAY_WORKERS", "3")

@@ -17,6 +17,9 @@ type Metrics struct {
 	Sets            *prometheus.CounterVec   // outcome
 	Unbalanced      prometheus.Counter
 	PostProcessed   *prometheus.CounterVec // source, action
+	// SourceLastFile and SourceOverdue are the silence alarm of a source.
+	SourceLastFile *prometheus.GaugeVec // source: unix seconds of its last new file
+	SourceOverdue  *prometheus.GaugeVec // source: 1 once no new file came for longer than expect_every
 
 	Deliveries      *prometheus.CounterVec   // sink, outcome
 	DeliveryLatency *prometheus.HistogramVec // sink
@@ -56,6 +59,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		PostProcessed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_files_post_processed_total",
 			Help: "Files deleted or moved after ingest."}, []string{"source", "action"}),
 	}
+	m.SourceLastFile = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_source_last_file_timestamp_seconds",
+		Help: "When the source's last new file was recorded (ingested or rejected), by any replica; 0 before its first."}, []string{"source"})
+	m.SourceOverdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_source_overdue",
+		Help: "1 once the source has sent no new file for longer than its expect_every (counted from its last file, or from this process's start before any)."}, []string{"source"})
 	m.Deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_deliveries_total",
 		Help: "Delivery attempts, by sink and outcome (delivered, retry, dead, snoozed)."}, []string{"sink", "outcome"})
 	m.DeliveryLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ediwatch_delivery_duration_seconds",
@@ -78,7 +85,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Deliveries, m.DeliveryLatency, m.BreakerState, m.LeaseLost,
 		m.OutboxPending, m.OutboxDead, m.OutboxOldestPending, m.BuildInfo)
 	reg.MustRegister(m.FilesListed, m.FilesDownloaded, m.FilesSkipped, m.FilesFailed, m.BytesDownloaded,
-		m.PollDuration, m.PollErrors, m.Sets, m.Unbalanced, m.PostProcessed)
+		m.PollDuration, m.PollErrors, m.Sets, m.Unbalanced, m.PostProcessed, m.SourceLastFile, m.SourceOverdue)
 	return m
 }
 
@@ -88,6 +95,8 @@ func New(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) Init(sources, sinks []string) {
 	for _, s := range sources {
 		m.FilesListed.WithLabelValues(s)
+		m.SourceLastFile.WithLabelValues(s)
+		m.SourceOverdue.WithLabelValues(s)
 		m.FilesDownloaded.WithLabelValues(s)
 		m.BytesDownloaded.WithLabelValues(s)
 		for _, stage := range []string{"lease", "list", "ledger", "download", "ingest", "post_process"} {

@@ -174,6 +174,9 @@ type Store interface {
 	Leases
 	inbox.Ledger
 	Reconciler
+	// LastFileTimes returns, per source, when its newest file was recorded
+	// in the ledger (ingested or rejected), by any replica.
+	LastFileTimes(ctx context.Context) (map[string]time.Time, error)
 	// NextControlNumber returns our next outbound ISA13/GS06 for sender:
 	// unique across every process, and greater than every number this
 	// Store returned before for sender. It is never called inside an

@@ -1004,6 +1004,27 @@ func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status 
 	return st, err
 }
 
+// LastFileTimes returns, per source, when its newest file was recorded
+// (ingested or rejected): the silence alarm's reading (poller.Silence).
+func (s *Store) LastFileTimes(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := s.pool.Query(ctx, `SELECT source, max(updated_at) FROM remote_file
+		WHERE status IN ('ingested', 'rejected') GROUP BY source`)
+	if err != nil {
+		return nil, fmt.Errorf("last file times: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var src string
+		var at time.Time
+		if err := rows.Scan(&src, &at); err != nil {
+			return nil, fmt.Errorf("last file times: %w", err)
+		}
+		out[src] = at.UTC()
+	}
+	return out, rows.Err()
+}
+
 // MarkPostDone implements inbox.Ledger.
 func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.Time) error {
 	_, err := s.pool.Exec(ctx, `UPDATE remote_file SET post_done = true, updated_at = $3 WHERE source = $1 AND path = $2`,

@@ -1,0 +1,69 @@
+package poller_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+// TestSilenceAlarm: a source with expect_every is overdue once no new file
+// was recorded for longer than that, counted from its last file in the
+// shared ledger (whichever replica recorded it), or from the watch's start
+// before its first; a new file clears it; a source without expect_every
+// never alarms. On both stores.
+func TestSilenceAlarm(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		start := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+		now := start
+		m := metrics.New(prometheus.NewRegistry())
+		w := &poller.Silence{Store: st, Metrics: m, Log: zap.NewNop(), Now: func() time.Time { return now },
+			Expect: map[string]time.Duration{"era": 26 * time.Hour, "quiet": 0}}
+		overdue := func(source string) float64 { return testutil.ToFloat64(m.SourceOverdue.WithLabelValues(source)) }
+		check := func(when time.Time, wantERA float64) {
+			t.Helper()
+			now = when
+			if err := w.Check(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := overdue("era"); got != wantERA {
+				t.Errorf("at %v: era overdue %v, want %v", when, got, wantERA)
+			}
+			if got := overdue("quiet"); got != 0 {
+				t.Errorf("at %v: a source without expect_every is overdue", when)
+			}
+		}
+		check(start, 0)
+		check(start.Add(25*time.Hour), 0) // nothing yet, but the watch is young
+		check(start.Add(27*time.Hour), 1) // nothing for longer than 26h since the start
+
+		// A file arrives (recorded by any replica): no longer overdue, and
+		// its time is exported.
+		arrived := start.Add(28 * time.Hour)
+		var b bytes.Buffer
+		x12gen.Remit{Control: 77, Trace: "SIL-"}.Write(&b)
+		if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "era",
+			Path: "in/era.835", Size: int64(b.Len()), MTime: arrived, SHA256: "s", CorrelationID: "c", Now: arrived},
+			bytes.NewReader(b.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+		check(arrived.Add(time.Hour), 0)
+		if got := testutil.ToFloat64(m.SourceLastFile.WithLabelValues("era")); got != float64(arrived.Unix()) {
+			t.Errorf("last file %v, want %v", got, arrived.Unix())
+		}
+		check(arrived.Add(26*time.Hour+time.Second), 1)
+	})
+}

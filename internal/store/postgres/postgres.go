@@ -1025,10 +1025,11 @@ func (s *Store) LastFileTimes(ctx context.Context) (map[string]time.Time, error)
 	return out, rows.Err()
 }
 
-// MarkPostDone implements inbox.Ledger.
-func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.Time) error {
-	_, err := s.pool.Exec(ctx, `UPDATE remote_file SET post_done = true, updated_at = $3 WHERE source = $1 AND path = $2`,
-		source, path, now)
+// MarkPostDone implements inbox.Ledger. updated_at stays the file's
+// ingest: moving an old file is no new file (LastFileTimes).
+func (s *Store) MarkPostDone(ctx context.Context, source, path string, _ time.Time) error {
+	_, err := s.pool.Exec(ctx, `UPDATE remote_file SET post_done = true WHERE source = $1 AND path = $2`,
+		source, path)
 	return err
 }
 

@@ -971,10 +971,11 @@ func (s *Store) LastFileTimes(ctx context.Context) (map[string]time.Time, error)
 	return out, rows.Err()
 }
 
-// MarkPostDone implements inbox.Ledger.
-func (s *Store) MarkPostDone(ctx context.Context, source, path string, now time.Time) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE remote_file SET post_done = 1, updated_at = ? WHERE source = ? AND path = ?`,
-		us(now), source, path)
+// MarkPostDone implements inbox.Ledger. updated_at stays the file's
+// ingest: moving an old file is no new file (LastFileTimes).
+func (s *Store) MarkPostDone(ctx context.Context, source, path string, _ time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE remote_file SET post_done = 1 WHERE source = ? AND path = ?`,
+		source, path)
 	return err
 }
 

@@ -36,3 +36,21 @@ func testLastFileTimes(t *testing.T, s store.Store) {
 			got, t0, later.Add(time.Hour))
 	}
 }
+
+// testLastFileTimesIgnorePostProcessing: post-processing (delete, move) of a
+// file ingested long ago, e.g. once a broken archive directory is fixed, is
+// no new file: the silence alarm's reading stays at the file's ingest.
+func testLastFileTimesIgnorePostProcessing(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustIngest(t, s, "in/a.835", paymentFile(t, 0, 1000)) // source "test", at t0
+	if err := s.MarkPostDone(ctx, "test", "in/a.835", t0.Add(30*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LastFileTimes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got["test"].Equal(t0) {
+		t.Errorf("last file of test at %v, want %v: moving an old file is not a new one", got["test"], t0)
+	}
+}

@@ -93,6 +93,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"SameFileThreeTimes":               testSameFileThreeTimes,
 		"DeadRowsBySinkKindAndTime":        testDeadFilter,
 		"LastFileTimesPerSource":           testLastFileTimes,
+		"LastFileNotPostProcessing":        testLastFileTimesIgnorePostProcessing,
 		"SameFileConcurrently":             testSameFileConcurrently,
 		"RegeneratedIsBusinessDup":         testRegenerated,
 		"OtherSenderIsNewDocument":         testOtherSender,

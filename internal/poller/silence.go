@@ -29,6 +29,11 @@ type Silence struct {
 	Log     *zap.Logger
 	// Now is the clock (default time.Now, in UTC).
 	Now func() time.Time
+
+	// last is the ledger's last good reading: while the store cannot be
+	// read, the clock still runs on it, so an outage does not freeze a
+	// source at not overdue.
+	last map[string]time.Time
 }
 
 // Check reads the ledger once and sets the gauges.
@@ -42,7 +47,9 @@ func (w *Silence) Check(ctx context.Context) error {
 	}
 	last, err := w.Store.LastFileTimes(ctx)
 	if err != nil {
-		return err
+		last = w.last
+	} else {
+		w.last = last
 	}
 	for source, expect := range w.Expect {
 		at, ok := last[source]
@@ -57,7 +64,7 @@ func (w *Silence) Check(ctx context.Context) error {
 		}
 		w.Metrics.SourceOverdue.WithLabelValues(source).Set(overdue)
 	}
-	return nil
+	return err
 }
 
 // Run checks every w.Every (default one minute) until ctx is cancelled.

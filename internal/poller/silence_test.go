@@ -3,6 +3,7 @@ package poller_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -66,4 +67,39 @@ func TestSilenceAlarm(t *testing.T) {
 		}
 		check(arrived.Add(26*time.Hour+time.Second), 1)
 	})
+}
+
+// failingLedger reads the ledger once, then fails.
+type failingLedger struct {
+	at    time.Time
+	reads int
+}
+
+func (f *failingLedger) LastFileTimes(context.Context) (map[string]time.Time, error) {
+	f.reads++
+	if f.reads > 1 {
+		return nil, errors.New("connection refused")
+	}
+	return map[string]time.Time{"era": f.at}, nil
+}
+
+// TestSilenceAlarmRunsOnWhileTheStoreFails: a store that cannot be read does
+// not freeze a source at not overdue; the clock runs on from the last good
+// reading.
+func TestSilenceAlarmRunsOnWhileTheStoreFails(t *testing.T) {
+	start := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	now := start
+	m := metrics.New(prometheus.NewRegistry())
+	w := &poller.Silence{Store: &failingLedger{at: start}, Metrics: m, Log: zap.NewNop(),
+		Now: func() time.Time { return now }, Expect: map[string]time.Duration{"era": 26 * time.Hour}}
+	if err := w.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	now = start.Add(27 * time.Hour)
+	if err := w.Check(context.Background()); err == nil {
+		t.Error("no error from a failing store")
+	}
+	if got := testutil.ToFloat64(m.SourceOverdue.WithLabelValues("era")); got != 1 {
+		t.Errorf("era overdue %v after 27h with the store down, want 1", got)
+	}
 }

@@ -89,3 +89,39 @@ func testDeadFilter(t *testing.T, s store.Store) {
 		t.Errorf("dead after replay and discard: %v, want only %d", got, a.ID)
 	}
 }
+
+// testDeadFilterZones: since and until given in another time zone (an RFC
+// 3339 offset) bound the same instants; rows that are not dead are never
+// selected, whatever the filter.
+func testDeadFilterZones(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	seedPayments(t, s, 2)
+	pays, _ := s.Claim(ctx, t0, []string{"ledger"}, 10, time.Minute)
+	if len(pays) != 2 {
+		t.Fatalf("claimed %d", len(pays))
+	}
+	if err := s.Dead(ctx, pays[0].ID, pays[0].LeaseToken, t0.Add(time.Hour), outbox.Failure{HTTPStatus: 500, Error: "down"}); err != nil {
+		t.Fatal(err)
+	}
+	// pays[1] stays inflight, updated inside every window below.
+	east := time.FixedZone("UTC+5", 5*3600)
+	for _, f := range []outbox.DeadFilter{
+		{Since: t0.Add(time.Hour).In(east)},
+		{Since: t0.In(east), Until: t0.Add(2 * time.Hour).In(east)},
+		{IDs: []int64{pays[0].ID, pays[1].ID}, Sink: "ledger", Since: t0.Add(-time.Hour).In(east)},
+	} {
+		rows, err := s.ListDead(ctx, f, 10)
+		if err != nil || len(rows) != 1 || rows[0].ID != pays[0].ID {
+			t.Errorf("filter %+v: %d rows %v, want only the dead row %d", f, len(rows), err, pays[0].ID)
+		}
+	}
+	if rows, _ := s.ListDead(ctx, outbox.DeadFilter{Since: t0.Add(time.Hour + time.Microsecond).In(east)}, 10); len(rows) != 0 {
+		t.Errorf("since after the dead-lettering: %d rows", len(rows))
+	}
+	if n, err := s.Replay(ctx, outbox.DeadFilter{IDs: []int64{pays[1].ID}}, t0.Add(3*time.Hour)); err != nil || n != 0 {
+		t.Errorf("replay of an inflight row: %d %v", n, err)
+	}
+	if n, err := s.Discard(ctx, outbox.DeadFilter{IDs: []int64{pays[1].ID}}, t0.Add(3*time.Hour)); err != nil || n != 0 {
+		t.Errorf("discard of an inflight row: %d %v", n, err)
+	}
+}

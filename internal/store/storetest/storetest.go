@@ -92,6 +92,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 	return map[string]func(*testing.T, store.Store){
 		"SameFileThreeTimes":               testSameFileThreeTimes,
 		"DeadRowsBySinkKindAndTime":        testDeadFilter,
+		"DeadFilterTimeZones":              testDeadFilterZones,
 		"LastFileTimesPerSource":           testLastFileTimes,
 		"LastFileNotPostProcessing":        testLastFileTimesIgnorePostProcessing,
 		"SameFileConcurrently":             testSameFileConcurrently,

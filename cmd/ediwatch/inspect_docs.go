@@ -5,6 +5,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/process"
+	"github.com/ediwatch/ediwatch/internal/x12"
 	"github.com/ediwatch/ediwatch/internal/x12/claim"
 	"github.com/ediwatch/ediwatch/internal/x12/remit"
 )
@@ -58,24 +59,11 @@ func (d *docEncoder) appendDoc(dst []byte, typ string, segs []envelope.Segment) 
 	case d.showPHI && ps.Payment != nil:
 		dst, has = ps.Payment.AppendJSON(dst), true
 	case d.showPHI && ps.Claims != nil:
-		dst, has = appendClaims(dst, ps.Claims), true
+		dst, has = x12.AppendJSONArray(dst, ps.Claims, (*claim.Claim).AppendJSON), true
 	default:
 		dst, has = ps.AppendSummaryJSON(dst)
 	}
 	return envelope.UnescapeHTML(dst, from), has, nil
-}
-
-// appendClaims appends claims as a JSON array, as encoding/json writes a
-// non-nil slice.
-func appendClaims(dst []byte, claims []claim.Claim) []byte {
-	dst = append(dst, '[')
-	for i := range claims {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = claims[i].AppendJSON(dst)
-	}
-	return append(dst, ']')
 }
 
 // jsonOut writes the JSON report of one file in file order. Envelope parts

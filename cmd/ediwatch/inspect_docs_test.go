@@ -9,6 +9,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/process"
+	"github.com/ediwatch/ediwatch/internal/x12"
 	"github.com/ediwatch/ediwatch/internal/x12/claim"
 	"github.com/ediwatch/ediwatch/internal/x12/remit"
 	"github.com/ediwatch/ediwatch/internal/x12/x12test"
@@ -88,7 +89,7 @@ func TestDocumentsAreEncodingJSONWithoutHTMLEscaping(t *testing.T) {
 		x12test.Fill(r, &cs)
 		if cs != nil {
 			lists++
-			got := envelope.UnescapeHTML(appendClaims(nil, cs), 0)
+			got := envelope.UnescapeHTML(x12.AppendJSONArray(nil, cs, (*claim.Claim).AppendJSON), 0)
 			if want := encodeNoHTML(t, cs); !bytes.Equal(got, want) {
 				t.Fatalf("claims:\n got %s\nwant %s", got, want)
 			}
@@ -148,7 +149,7 @@ func TestOneDocEncoderPerWorkerPrintsWhatFreshParsesPrint(t *testing.T) {
 			case phi && ps.Payment != nil:
 				b = ps.Payment.AppendJSON(nil)
 			case phi && ps.Claims != nil:
-				b = appendClaims(nil, ps.Claims)
+				b = x12.AppendJSONArray(nil, ps.Claims, (*claim.Claim).AppendJSON)
 			default:
 				b, _ = ps.AppendSummaryJSON(nil)
 			}

@@ -50,3 +50,19 @@ func AppendJSONStrings(dst []byte, ss []string) []byte {
 	}
 	return append(dst, ']')
 }
+
+// AppendJSONArray appends xs as json.Marshal writes a slice: null when
+// nil, else each element as enc writes it, in brackets.
+func AppendJSONArray[T any](dst []byte, xs []T, enc func(*T, []byte) []byte) []byte {
+	if xs == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i := range xs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = enc(&xs[i], dst)
+	}
+	return append(dst, ']')
+}

@@ -35,38 +35,13 @@ func (c *Claim) AppendJSON(dst []byte) []byte {
 	}
 	dst = c.Payer.AppendJSON(append(dst, `,"payer":`...))
 	if len(c.Diagnoses) > 0 {
-		dst = append(dst, `,"diagnoses":[`...)
-		for i := range c.Diagnoses {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = c.Diagnoses[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
+		dst = x12.AppendJSONArray(append(dst, `,"diagnoses":`...), c.Diagnoses, (*Diagnosis).AppendJSON)
 	}
 	if len(c.Dates) > 0 {
-		dst = append(dst, `,"dates":[`...)
-		for i := range c.Dates {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = c.Dates[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
+		dst = x12.AppendJSONArray(append(dst, `,"dates":`...), c.Dates, (*DateOf).AppendJSON)
 	}
 	dst = append(dst, `,"lines":`...)
-	if c.Lines == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range c.Lines {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = c.Lines[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
-	}
+	dst = x12.AppendJSONArray(dst, c.Lines, (*Line).AppendJSON)
 	return append(dst, '}')
 }
 

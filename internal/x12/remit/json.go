@@ -38,27 +38,9 @@ func (p *Payment) AppendJSON(dst []byte) []byte {
 	dst = p.Payer.AppendJSON(append(dst, `,"payer":`...))
 	dst = p.Payee.AppendJSON(append(dst, `,"payee":`...))
 	dst = append(dst, `,"claims":`...)
-	if p.Claims == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range p.Claims {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = p.Claims[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
-	}
+	dst = x12.AppendJSONArray(dst, p.Claims, (*Claim).AppendJSON)
 	if len(p.ProviderAdjustments) > 0 {
-		dst = append(dst, `,"provider_adjustments":[`...)
-		for i := range p.ProviderAdjustments {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = p.ProviderAdjustments[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
+		dst = x12.AppendJSONArray(append(dst, `,"provider_adjustments":`...), p.ProviderAdjustments, (*PLB).AppendJSON)
 	}
 	dst = p.Balance.AppendJSON(append(dst, `,"balance":`...))
 	return append(dst, '}')
@@ -84,23 +66,9 @@ func (p *Party) AppendJSON(dst []byte) []byte {
 		dst = str(key(dst, o, "tax_id"), p.TaxID)
 	}
 	if len(p.Refs) > 0 {
-		dst = appendRefs(key(dst, o, "refs"), p.Refs)
+		dst = x12.AppendJSONArray(key(dst, o, "refs"), p.Refs, (*Ref).AppendJSON)
 	}
 	return append(dst, '}')
-}
-
-func appendRefs(dst []byte, refs []Ref) []byte {
-	if refs == nil {
-		return append(dst, "null"...)
-	}
-	dst = append(dst, '[')
-	for i := range refs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = refs[i].AppendJSON(dst)
-	}
-	return append(dst, ']')
 }
 
 // AppendJSON appends the reference's JSON encoding to dst.
@@ -138,17 +106,6 @@ func (d *DateOf) AppendJSON(dst []byte) []byte {
 	return append(dst, '}')
 }
 
-func appendDates(dst []byte, ds []DateOf) []byte {
-	dst = append(dst, '[')
-	for i := range ds {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = ds[i].AppendJSON(dst)
-	}
-	return append(dst, ']')
-}
-
 // AppendJSON appends the adjustment's JSON encoding to dst.
 func (a *Adjustment) AppendJSON(dst []byte) []byte {
 	dst = str(append(dst, `{"group":`...), a.Group)
@@ -158,17 +115,6 @@ func (a *Adjustment) AppendJSON(dst []byte) []byte {
 		dst = str(append(dst, `,"quantity":`...), a.Quantity)
 	}
 	return append(dst, '}')
-}
-
-func appendAdjustments(dst []byte, as []Adjustment) []byte {
-	dst = append(dst, '[')
-	for i := range as {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = as[i].AppendJSON(dst)
-	}
-	return append(dst, ']')
 }
 
 // AppendJSON appends the claim's JSON encoding to dst.
@@ -193,33 +139,19 @@ func (c *Claim) AppendJSON(dst []byte) []byte {
 		dst = str(append(dst, `,"frequency":`...), c.Frequency)
 	}
 	if len(c.People) > 0 {
-		dst = append(dst, `,"people":[`...)
-		for i := range c.People {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = c.People[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
+		dst = x12.AppendJSONArray(append(dst, `,"people":`...), c.People, (*Person).AppendJSON)
 	}
 	if len(c.Dates) > 0 {
-		dst = appendDates(append(dst, `,"dates":`...), c.Dates)
+		dst = x12.AppendJSONArray(append(dst, `,"dates":`...), c.Dates, (*DateOf).AppendJSON)
 	}
 	if len(c.Refs) > 0 {
-		dst = appendRefs(append(dst, `,"refs":`...), c.Refs)
+		dst = x12.AppendJSONArray(append(dst, `,"refs":`...), c.Refs, (*Ref).AppendJSON)
 	}
 	if len(c.Adjustments) > 0 {
-		dst = appendAdjustments(append(dst, `,"adjustments":`...), c.Adjustments)
+		dst = x12.AppendJSONArray(append(dst, `,"adjustments":`...), c.Adjustments, (*Adjustment).AppendJSON)
 	}
 	if len(c.Lines) > 0 {
-		dst = append(dst, `,"lines":[`...)
-		for i := range c.Lines {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = c.Lines[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
+		dst = x12.AppendJSONArray(append(dst, `,"lines":`...), c.Lines, (*Line).AppendJSON)
 	}
 	return append(dst, '}')
 }
@@ -240,16 +172,16 @@ func (l *Line) AppendJSON(dst []byte) []byte {
 		dst = str(append(dst, `,"units":`...), l.Units)
 	}
 	if len(l.Dates) > 0 {
-		dst = appendDates(append(dst, `,"dates":`...), l.Dates)
+		dst = x12.AppendJSONArray(append(dst, `,"dates":`...), l.Dates, (*DateOf).AppendJSON)
 	}
 	if len(l.Adjustments) > 0 {
-		dst = appendAdjustments(append(dst, `,"adjustments":`...), l.Adjustments)
+		dst = x12.AppendJSONArray(append(dst, `,"adjustments":`...), l.Adjustments, (*Adjustment).AppendJSON)
 	}
 	if l.ControlNumber != "" {
 		dst = str(append(dst, `,"line_control_number":`...), l.ControlNumber)
 	}
 	if len(l.Refs) > 0 {
-		dst = appendRefs(append(dst, `,"refs":`...), l.Refs)
+		dst = x12.AppendJSONArray(append(dst, `,"refs":`...), l.Refs, (*Ref).AppendJSON)
 	}
 	return append(dst, '}')
 }
@@ -259,18 +191,7 @@ func (p *PLB) AppendJSON(dst []byte) []byte {
 	dst = str(append(dst, `{"provider_id":`...), p.ProviderID)
 	dst = str(append(dst, `,"fiscal_period_date":`...), p.FiscalDate)
 	dst = append(dst, `,"adjustments":`...)
-	if p.Adjustments == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i := range p.Adjustments {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = p.Adjustments[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
-	}
+	dst = x12.AppendJSONArray(dst, p.Adjustments, (*PLBAdjusted).AppendJSON)
 	return append(dst, '}')
 }
 
@@ -288,14 +209,7 @@ func (a *PLBAdjusted) AppendJSON(dst []byte) []byte {
 func (b *Balance) AppendJSON(dst []byte) []byte {
 	dst = x12.AppendJSONBool(append(dst, `{"balanced":`...), b.Balanced)
 	if len(b.Imbalances) > 0 {
-		dst = append(dst, `,"imbalances":[`...)
-		for i := range b.Imbalances {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = b.Imbalances[i].AppendJSON(dst)
-		}
-		dst = append(dst, ']')
+		dst = x12.AppendJSONArray(append(dst, `,"imbalances":`...), b.Imbalances, (*Imbalance).AppendJSON)
 	}
 	return append(dst, '}')
 }

@@ -23,8 +23,10 @@ type Metrics struct {
 
 	Deliveries      *prometheus.CounterVec   // sink, outcome
 	DeliveryLatency *prometheus.HistogramVec // sink
-	BreakerState    *prometheus.GaugeVec     // sink: 0 closed, 1 half-open, 2 open
-	LeaseLost       prometheus.Counter
+	// DeliveryAttempts counts requests made, by what came back.
+	DeliveryAttempts *prometheus.CounterVec // sink, class: 2xx, 3xx, 4xx, 5xx, network, timeout, unsent
+	BreakerState     *prometheus.GaugeVec   // sink: 0 closed, 1 half-open, 2 open
+	LeaseLost        prometheus.Counter
 
 	OutboxPending       *prometheus.GaugeVec // sink
 	OutboxDead          *prometheus.GaugeVec // sink: the DLQ depth
@@ -67,6 +69,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Delivery attempts, by sink and outcome (delivered, retry, dead, snoozed)."}, []string{"sink", "outcome"})
 	m.DeliveryLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ediwatch_delivery_duration_seconds",
 		Help: "Duration of one delivery attempt.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"sink"})
+	m.DeliveryAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_delivery_attempts_total",
+		Help: "Delivery requests made (not a breaker snooze), by sink and class: the status class (2xx, 3xx, 4xx, 5xx), network (no response), timeout (the sink's timeout expired) or unsent (the request could not be built)."},
+		[]string{"sink", "class"})
+	reg.MustRegister(m.DeliveryAttempts)
 	m.BreakerState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_circuit_breaker_state",
 		Help: "Circuit breaker state per sink: 0 closed, 1 half-open, 2 open."}, []string{"sink"})
 	m.LeaseLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "ediwatch_outbox_lease_lost_total",
@@ -112,6 +118,9 @@ func (m *Metrics) Init(sources, sinks []string) {
 	for _, s := range sinks {
 		for _, o := range []string{"delivered", "retry", "dead", "snoozed"} {
 			m.Deliveries.WithLabelValues(s, o)
+		}
+		for _, c := range []string{"2xx", "3xx", "4xx", "5xx", "network", "timeout"} {
+			m.DeliveryAttempts.WithLabelValues(s, c)
 		}
 		m.OutboxPending.WithLabelValues(s)
 		m.OutboxDead.WithLabelValues(s)

@@ -447,13 +447,16 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
 		return false
 	}
-	r.m.DeliveryLatency.WithLabelValues(row.Sink).Observe(time.Since(start).Seconds())
-	fail := Failure{HTTPStatus: res.Status, Error: res.Err, Response: res.Response}
+	latency := time.Since(start)
+	r.m.DeliveryLatency.WithLabelValues(row.Sink).Observe(latency.Seconds())
+	att := attemptOf(res, now, latency)
+	r.m.DeliveryAttempts.WithLabelValues(row.Sink, att.Class).Inc()
+	fail := Failure{HTTPStatus: res.Status, Error: res.Err, Response: res.Response, Attempt: att}
 	switch res.Outcome {
 	case sink.Delivered:
 		r.m.Deliveries.WithLabelValues(row.Sink, "delivered").Inc()
 		log.Info("delivered", zap.Int("status", res.Status))
-		b.finish(row, &Completion{ID: row.ID, Token: row.LeaseToken, HTTPStatus: res.Status})
+		b.finish(row, &Completion{ID: row.ID, Token: row.LeaseToken, HTTPStatus: res.Status, Attempt: att})
 		return true
 	case sink.Dead:
 		r.dead(ctx, row, fail, log)
@@ -476,6 +479,23 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 		}
 	}
 	return false
+}
+
+// attemptOf is the attempt history entry of a request made at now.
+func attemptOf(res sink.Result, now time.Time, latency time.Duration) *Attempt {
+	a := &Attempt{At: now, Latency: latency, HTTPStatus: res.Status, Error: res.Err, ResponseSize: res.ResponseSize,
+		Response: res.Response}
+	switch {
+	case res.Status != 0:
+		a.Class = StatusClass(res.Status)
+	case res.Timeout:
+		a.Class = ClassTimeout
+	case res.Outcome == sink.Dead:
+		a.Class = ClassUnsent // no request: its body could not be built
+	default:
+		a.Class = ClassNetwork
+	}
+	return a
 }
 
 func (r *Relay) dead(ctx context.Context, row Row, f Failure, log *zap.Logger) {

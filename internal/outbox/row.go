@@ -80,6 +80,9 @@ type Completion struct {
 	ID         int64
 	Token      string
 	HTTPStatus int
+	// Attempt, when set, is recorded in the row's attempt history with
+	// the transition.
+	Attempt *Attempt
 }
 
 // Held is a claimed row a relay still holds: its id and lease token.
@@ -96,6 +99,60 @@ type Failure struct {
 	// Response is a bounded excerpt of the response body (may hold
 	// patient data; kept apart from Error, see Row.LastResponse).
 	Response string
+	// Attempt, when set, is the attempt that failed, recorded in the
+	// row's attempt history with the transition. It is nil when no request
+	// was made (e.g. a row dead-lettered for its age before an attempt).
+	Attempt *Attempt
+}
+
+// Attempt is one delivery attempt as kept in a row's attempt history: a
+// request that was sent (whatever came back) or that failed on the
+// network or timed out. A row given back without a request (an open
+// circuit breaker, a release) has none.
+type Attempt struct {
+	// Seq numbers the row's attempts across all its lives (1, 2, ...): a
+	// replayed row keeps its history. Set by the store; ignored on write.
+	Seq int
+	// Number is the row's attempt count in the life it was made in (the
+	// count a replay resets). Set by the store; ignored on write.
+	Number  int
+	At      time.Time
+	Latency time.Duration
+	// HTTPStatus is 0 when no response came back.
+	HTTPStatus int
+	// Class is the attempt's class, as in ediwatch_delivery_attempts_total:
+	// 2xx, 3xx, 4xx, 5xx (by status), network (no response), timeout (the
+	// sink's timeout expired) or unsent (the request could not be built).
+	Class string
+	// Error is the failure without any body (URL credentials redacted);
+	// empty for a delivered attempt.
+	Error string
+	// ResponseSize is the size in bytes of the response body the receiver
+	// sent (its Content-Length when larger than what was read).
+	ResponseSize int64
+	// Response is a bounded excerpt of a failed attempt's response body. It
+	// may hold patient data: kept in the store only, shown on request.
+	Response string
+}
+
+// AttemptsKept bounds a row's attempt history: older attempts are dropped
+// when a new one is recorded.
+const AttemptsKept = 50
+
+// Attempt classes (see Attempt.Class).
+const (
+	ClassNetwork = "network"
+	ClassTimeout = "timeout"
+	ClassUnsent  = "unsent"
+)
+
+// StatusClass returns the class of an HTTP status: "2xx" ... "5xx".
+func StatusClass(status int) string {
+	switch {
+	case status >= 100 && status < 600:
+		return string(rune('0'+status/100)) + "xx"
+	}
+	return "other"
 }
 
 // LostOf returns the ids of done absent from updated.
@@ -174,6 +231,10 @@ type Store interface {
 	Discard(ctx context.Context, f DeadFilter, now time.Time) (int, error)
 	// Stats returns the counts per sink.
 	Stats(ctx context.Context, now time.Time) ([]SinkStats, error)
+	// Attempts returns the attempt history of row id, oldest first: its
+	// last AttemptsKept attempts, across replays. A row with none, or no
+	// such row, gives an empty list.
+	Attempts(ctx context.Context, id int64) ([]Attempt, error)
 }
 
 // DeadFilter selects dead rows: each field that is set narrows the

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -74,6 +75,13 @@ type Result struct {
 	// Receivers echo payloads, so it may hold patient data: it goes to the
 	// store only, never to a log line.
 	Response string
+	// ResponseSize is the size in bytes of the response body the receiver
+	// sent: what was read (up to about 1 MiB), or its Content-Length when
+	// larger.
+	ResponseSize int64
+	// Timeout reports that no response came back because the sink's
+	// timeout expired (Status is 0).
+	Timeout bool
 }
 
 // Config configures an HTTP sink.
@@ -249,12 +257,16 @@ func (h *HTTP) Deliver(ctx context.Context, row Message, now time.Time) Result {
 	}
 	resp, err := h.cfg.Client.Do(req)
 	if err != nil {
-		return Result{Outcome: Retry, Err: h.redactError(err)}
+		var ne net.Error
+		return Result{Outcome: Retry, Err: h.redactError(err),
+			Timeout: errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()}
 	}
 	defer resp.Body.Close()
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, excerptLen))
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-	return Classify(resp.StatusCode, resp.Header.Get("Retry-After"), excerpt, now)
+	rest, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	res := Classify(resp.StatusCode, resp.Header.Get("Retry-After"), excerpt, now)
+	res.ResponseSize = max(int64(len(excerpt))+rest, resp.ContentLength)
+	return res
 }
 
 // Classify maps a response to an outcome under the delivery contract.

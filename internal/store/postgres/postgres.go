@@ -717,20 +717,41 @@ func (s *Store) fenced(ctx context.Context, sql string, args ...any) error {
 	return nil
 }
 
-// CompleteMany implements outbox.Store.
+// CompleteMany implements outbox.Store: one statement marks the rows
+// delivered and records their attempts.
 func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now time.Time) ([]int64, error) {
 	if len(done) == 0 {
 		return nil, nil
 	}
-	ids, tokens, statuses := make([]int64, len(done)), make([]string, len(done)), make([]int32, len(done))
+	n := len(done)
+	ids, tokens, statuses := make([]int64, n), make([]string, n), make([]int32, n)
+	ats, latencies, classes, errs, sizes, responses := make([]time.Time, n), make([]int64, n), make([]string, n),
+		make([]string, n), make([]int64, n), make([]string, n)
 	for i, c := range done {
 		ids[i], tokens[i], statuses[i] = c.ID, c.Token, int32(c.HTTPStatus)
+		if a := c.Attempt; a != nil {
+			ats[i], latencies[i], classes[i], errs[i], sizes[i], responses[i] = a.At, a.Latency.Microseconds(), a.Class,
+				a.Error, a.ResponseSize, a.Response
+		} else {
+			ats[i] = now
+		}
 	}
-	rows, err := s.pool.Query(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
-		last_status = c.status, last_error = '', delivered_at = $4, updated_at = $4
-		FROM unnest($1::bigint[], $2::text[], $3::int[]) AS c(id, token, status)
-		WHERE outbox.id = c.id AND outbox.lease_token = c.token AND outbox.status = 'inflight'
-		RETURNING outbox.id`, ids, tokens, statuses, now)
+	// Rows without an attempt to record carry class ''.
+	rows, err := s.pool.Query(ctx, `WITH c AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[],
+			$5::timestamptz[], $6::bigint[], $7::text[], $8::text[], $9::bigint[], $10::text[])
+			AS c(id, token, status, at, latency_us, class, error, size, response)),
+		u AS (UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
+			last_status = c.status, last_error = '', delivered_at = $4, updated_at = $4
+			FROM c WHERE outbox.id = c.id AND outbox.lease_token = c.token AND outbox.status = 'inflight'
+			RETURNING outbox.id, outbox.attempts),
+		h AS (SELECT u.id, u.attempts, c.at, c.latency_us, c.status, c.class, c.error, c.size, c.response,
+			coalesce((SELECT max(a.seq) FROM outbox_attempt a WHERE a.outbox_id = u.id), 0) AS last
+			FROM u JOIN c ON c.id = u.id WHERE c.class <> ''),
+		ins AS (INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error,
+			response_size, response)
+			SELECT id, last + 1, attempts, at, latency_us, status, class, error, size, response FROM h),
+		del AS (DELETE FROM outbox_attempt a USING h WHERE a.outbox_id = h.id AND a.seq <= h.last + 1 - $11::int)
+		SELECT id FROM u`, ids, tokens, statuses, now, ats, latencies, classes, errs, sizes, responses, outbox.AttemptsKept)
 	if err != nil {
 		return nil, err
 	}
@@ -739,6 +760,46 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 		return nil, err
 	}
 	return outbox.LostOf(done, updated), nil
+}
+
+// fencedAttempt runs update, an UPDATE of one claimed outbox row fenced by
+// its lease token, and records a in the row's attempt history in the same
+// statement (when a is set); it returns store.ErrLeaseLost when the row
+// was not updated. The oldest attempts beyond outbox.AttemptsKept go.
+func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, a *outbox.Attempt) error {
+	if a == nil {
+		return s.fenced(ctx, update, args...)
+	}
+	p := func(i int) string { return "$" + strconv.Itoa(len(args)+i) }
+	return s.fenced(ctx, `WITH u AS (`+update+` RETURNING id, attempts),
+		h AS (SELECT u.id, u.attempts, coalesce((SELECT max(a.seq) FROM outbox_attempt a WHERE a.outbox_id = u.id), 0) AS last
+			FROM u),
+		del AS (DELETE FROM outbox_attempt a USING h WHERE a.outbox_id = h.id AND a.seq <= h.last + 1 - `+p(8)+`::int)
+		INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
+			response)
+		SELECT id, last + 1, attempts, `+p(1)+`::timestamptz, `+p(2)+`::bigint, `+p(3)+`::int, `+p(4)+`::text, `+p(5)+`::text,
+			`+p(6)+`::bigint, `+p(7)+`::text FROM h`,
+		append(args, a.At, a.Latency.Microseconds(), a.HTTPStatus, a.Class, a.Error, a.ResponseSize, a.Response, outbox.AttemptsKept)...)
+}
+
+// Attempts implements outbox.Store.
+func (s *Store) Attempts(ctx context.Context, id int64) ([]outbox.Attempt, error) {
+	rows, err := s.pool.Query(ctx, `SELECT seq, attempt, at, latency_us, http_status, class, error, response_size,
+		response FROM outbox_attempt WHERE outbox_id = $1 ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Attempt, error) {
+		var a outbox.Attempt
+		var us int64
+		err := r.Scan(&a.Seq, &a.Number, &a.At, &us, &a.HTTPStatus, &a.Class, &a.Error, &a.ResponseSize, &a.Response)
+		a.At, a.Latency = a.At.UTC(), time.Duration(us)*time.Microsecond
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	return out, nil
 }
 
 // ExtendLeases implements outbox.Store.
@@ -775,16 +836,18 @@ func lostHeld(held []outbox.Held, updated []int64) []int64 {
 
 // Retry implements outbox.Store.
 func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f outbox.Failure) error {
-	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
+	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $5, last_status = $3, last_error = $6, last_response = $7, updated_at = $4
-		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, f.HTTPStatus, now, at, f.Error, f.Response)
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`,
+		[]any{id, token, f.HTTPStatus, now, at, f.Error, f.Response}, f.Attempt)
 }
 
 // Dead implements outbox.Store.
 func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f outbox.Failure) error {
-	return s.fenced(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
+	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
 		last_status = $3, last_error = $5, last_response = $6, updated_at = $4
-		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, f.HTTPStatus, now, f.Error, f.Response)
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`,
+		[]any{id, token, f.HTTPStatus, now, f.Error, f.Response}, f.Attempt)
 }
 
 // Snooze implements outbox.Store.

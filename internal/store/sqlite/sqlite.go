@@ -673,6 +673,9 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 	defer tx.Rollback()
 	var updated []int64
 	for _, c := range done {
+		if err := recordAttempt(ctx, tx, c.ID, c.Token, c.Attempt); err != nil {
+			return nil, err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL,
 			lease_expires_at = NULL, last_status = ?, last_error = '', delivered_at = ?, updated_at = ?
 			WHERE id = ? AND lease_token = ? AND status = 'inflight'`, c.HTTPStatus, us(now), us(now), c.ID, c.Token)
@@ -718,16 +721,87 @@ func (s *Store) ExtendLeases(ctx context.Context, held []outbox.Held, now time.T
 
 // Retry implements outbox.Store.
 func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f outbox.Failure) error {
-	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
-		next_attempt_at = ?, last_status = ?, last_error = ?, last_response = ?, updated_at = ?
+	return s.fencedAttempt(ctx, id, token, f.Attempt, `UPDATE outbox SET status = 'pending', lease_token = NULL,
+		lease_expires_at = NULL, next_attempt_at = ?, last_status = ?, last_error = ?, last_response = ?, updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), f.HTTPStatus, f.Error, f.Response, us(now), id, token)
 }
 
 // Dead implements outbox.Store.
 func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f outbox.Failure) error {
-	return s.fenced(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
-		last_status = ?, last_error = ?, last_response = ?, updated_at = ?
+	return s.fencedAttempt(ctx, id, token, f.Attempt, `UPDATE outbox SET status = 'dead', lease_token = NULL,
+		lease_expires_at = NULL, last_status = ?, last_error = ?, last_response = ?, updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, f.HTTPStatus, f.Error, f.Response, us(now), id, token)
+}
+
+// fencedAttempt runs update, an UPDATE of claimed row id fenced by its
+// lease token, and records a in the row's attempt history in the same
+// transaction (when a is set); it returns store.ErrLeaseLost when the row
+// was not updated.
+func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, a *outbox.Attempt, update string, args ...any) error {
+	if a == nil {
+		return s.fenced(ctx, update, args...)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := recordAttempt(ctx, tx, id, token, a); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, update, args...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return store.ErrLeaseLost
+	}
+	return tx.Commit()
+}
+
+// recordAttempt adds a (when set) to the history of row id if the row is
+// in flight under token; call it before the transition, in its
+// transaction. A trigger (migration 0005) drops the attempts beyond
+// outbox.AttemptsKept.
+func recordAttempt(ctx context.Context, tx *sql.Tx, id int64, token string, a *outbox.Attempt) error {
+	if a == nil {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status,
+		class, error, response_size, response)
+		SELECT id, coalesce((SELECT max(seq) FROM outbox_attempt WHERE outbox_id = outbox.id), 0) + 1, attempts,
+			?, ?, ?, ?, ?, ?, ?
+		FROM outbox WHERE id = ? AND lease_token = ? AND status = 'inflight'`,
+		us(a.At), a.Latency.Microseconds(), a.HTTPStatus, a.Class, a.Error, a.ResponseSize, a.Response, id, token)
+	if err != nil {
+		return fmt.Errorf("record attempt: %w", err)
+	}
+	return nil
+}
+
+// Attempts implements outbox.Store.
+func (s *Store) Attempts(ctx context.Context, id int64) ([]outbox.Attempt, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, attempt, at, latency_us, http_status, class, error, response_size,
+		response FROM outbox_attempt WHERE outbox_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []outbox.Attempt
+	for rows.Next() {
+		var a outbox.Attempt
+		var at, latency int64
+		if err := rows.Scan(&a.Seq, &a.Number, &at, &latency, &a.HTTPStatus, &a.Class, &a.Error, &a.ResponseSize,
+			&a.Response); err != nil {
+			return nil, fmt.Errorf("attempts: %w", err)
+		}
+		a.At, a.Latency = fromUS(at), time.Duration(latency)*time.Microsecond
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("attempts: %w", err)
+	}
+	return out, nil
 }
 
 // Snooze implements outbox.Store.

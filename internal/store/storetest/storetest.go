@@ -127,6 +127,10 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"ClaimLookupRejectedRedoes":        testClaimLookupRejected,
 		"SmallFileNotLookedUp":             testSmallFileNotLookedUp,
 		"ClaimLookupOneRejectedRedoes":     testClaimLookupOneRejected,
+		"AttemptsWithTransitions":          testAttemptsWithTransitions,
+		"AttemptsCompleteManyBatch":        testAttemptsCompleteManyBatch,
+		"AttemptsBounded":                  testAttemptsBounded,
+		"AttemptsPrunedWithRow":            testAttemptsPrunedWithRow,
 	}
 }
 

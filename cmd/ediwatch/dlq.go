@@ -24,7 +24,9 @@ func newDLQCmd(stdout io.Writer) *cobra.Command {
 
   dlq list [FILTER] [--json] [--show-phi]
                                      dead rows, newest last
-  dlq show ID [--show-phi]           one row
+  dlq show ID [--show-phi]           one row, with its attempt history (the last 50
+                                     requests, across replays: time, HTTP status,
+                                     latency, class, response size)
   dlq replay ID... | FILTER | --all  deliver again, with the same Idempotency-Key
   dlq discard ID... | FILTER | --all resolve without delivering (the row is kept,
                                      so its effect key still stops a re-sent document)
@@ -151,11 +153,16 @@ not at all, unless --show-phi is given.`,
 			if showPHI {
 				out["payload"] = r.Payload
 			}
+			attempts, err := s.Attempts(cmd.Context(), r.ID)
+			if err != nil {
+				return err
+			}
+			out["attempts"] = attemptSummaries(attempts, showPHI)
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			return enc.Encode(out)
 		})}
-	show.Flags().BoolVar(&showPHI, "show-phi", false, "include the effect key in clear, the payload and the receiver's response (patient data)")
+	show.Flags().BoolVar(&showPHI, "show-phi", false, "include the effect key in clear, the payload and the receivers' responses (patient data)")
 	replay := &cobra.Command{Use: "replay (ID... | FILTER | --all)", Short: "Deliver dead rows again",
 		RunE: withStore(func(cmd *cobra.Command, s store.Store, args []string) error {
 			f, err := selection(cmd, args, "replay")
@@ -224,6 +231,22 @@ func rowSummary(r outbox.Row, showPHI bool) map[string]any {
 	if showPHI {
 		out["effect_key"] = r.EffectKey
 		out["last_response"] = r.LastResponse
+	}
+	return out
+}
+
+// attemptSummaries describes a row's attempt history, oldest first; the
+// response excerpts (patient data) only when showPHI.
+func attemptSummaries(attempts []outbox.Attempt, showPHI bool) []map[string]any {
+	out := make([]map[string]any, 0, len(attempts))
+	for _, a := range attempts {
+		m := map[string]any{"seq": a.Seq, "attempt": a.Number, "at": a.At, "status": a.HTTPStatus,
+			"latency_ms": float64(a.Latency.Microseconds()) / 1000, "class": a.Class, "error": a.Error,
+			"response_size": a.ResponseSize}
+		if showPHI {
+			m["response"] = a.Response
+		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -123,7 +123,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	}
 	d.relay = outbox.NewRelay(outbox.RelayConfig{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
 		BackoffBase: cfg.Relay.Backoff.Base.D(), BackoffMax: cfg.Relay.Backoff.Max.D(), MaxAge: cfg.Relay.MaxAge.D(),
-		Lease: cfg.Relay.Lease.D()}, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
+		Lease: cfg.Relay.Lease.D(), DeadEvents: cfg.Routes[outbox.KindDeliveryDead]}, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
 	holder := store.NewHolderID()
 	for _, sc := range cfg.Sources {
 		src, err := buildSource(sc)

@@ -488,8 +488,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	for kind, sink := range c.Routes {
-		if !contains(process.EffectKinds(), kind) {
-			bad("routes."+kind, "is not an effect kind ("+strings.Join(process.EffectKinds(), ", ")+")", quote(kind))
+		// delivery.dead (the relay's event for a dead-lettered row) may be
+		// routed, and need not be.
+		if kinds := append(process.EffectKinds(), outbox.KindDeliveryDead); !contains(kinds, kind) {
+			bad("routes."+kind, "is not an effect kind ("+strings.Join(kinds, ", ")+")", quote(kind))
 		}
 		if _, ok := c.Sinks[sink]; !ok {
 			bad("routes."+kind, "must name a configured sink", quote(sink))

@@ -11,6 +11,7 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -62,6 +63,10 @@ type RelayConfig struct {
 	// (default 5); it half-opens after BreakerTimeout (default 30s).
 	BreakerFailures uint32
 	BreakerTimeout  time.Duration
+	// DeadEvents is the sink delivery.dead events go to (the route of
+	// KindDeliveryDead), "" for none: each row of another kind that the
+	// relay dead-letters gets one, inserted with its Dead transition.
+	DeadEvents string
 }
 
 // Relay delivers the outbox. Run it with Run.
@@ -424,7 +429,7 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 	if now.Sub(ageFrom) > r.cfg.MaxAge {
 		b.finish(row, nil)
 		r.dead(ctx, row, Failure{HTTPStatus: row.LastStatus, Error: "max_age exceeded; last error: " + row.LastError,
-			Response: row.LastResponse}, log)
+			Response: row.LastResponse}, "max_age", log)
 		return false
 	}
 	start := time.Now()
@@ -459,17 +464,17 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 		b.finish(row, &Completion{ID: row.ID, Token: row.LeaseToken, HTTPStatus: res.Status, Attempt: att})
 		return true
 	case sink.Dead:
-		r.dead(ctx, row, fail, log)
+		r.dead(ctx, row, fail, "rejected", log)
 	case sink.Retry:
 		if row.Attempts >= r.cfg.MaxAttempts {
 			fail.Error = fmt.Sprintf("max_attempts (%d) exhausted; last error: %s", r.cfg.MaxAttempts, res.Err)
-			r.dead(ctx, row, fail, log)
+			r.dead(ctx, row, fail, "max_attempts", log)
 			return false
 		}
 		at := now.Add(max(backoff.Full(r.cfg.BackoffBase, r.cfg.BackoffMax, row.Attempts), res.RetryAfter))
 		if at.Sub(ageFrom) > r.cfg.MaxAge {
 			fail.Error = "max_age would be exceeded; last error: " + res.Err
-			r.dead(ctx, row, fail, log)
+			r.dead(ctx, row, fail, "max_age", log)
 			return false
 		}
 		r.m.Deliveries.WithLabelValues(row.Sink, "retry").Inc()
@@ -498,11 +503,46 @@ func attemptOf(res sink.Result, now time.Time, latency time.Duration) *Attempt {
 	return a
 }
 
-func (r *Relay) dead(ctx context.Context, row Row, f Failure, log *zap.Logger) {
+// dead dead-letters row for reason (rejected, max_attempts, max_age),
+// with its delivery.dead event when those are routed.
+func (r *Relay) dead(ctx context.Context, row Row, f Failure, reason string, log *zap.Logger) {
 	r.m.Deliveries.WithLabelValues(row.Sink, "dead").Inc()
-	if r.fence(r.ob.Dead(ctx, row.ID, row.LeaseToken, r.now(), f), log) {
-		log.Warn("dead-lettered", zap.Int("status", f.HTTPStatus), zap.String("error", f.Error))
+	now := r.now()
+	if r.cfg.DeadEvents != "" && row.Kind != KindDeliveryDead {
+		f.DeadEvent = &DeadEvent{Sink: r.cfg.DeadEvents, Payload: deadPayload(row, f, reason, now)}
 	}
+	if r.fence(r.ob.Dead(ctx, row.ID, row.LeaseToken, now, f), log) {
+		log.Warn("dead-lettered", zap.Int("status", f.HTTPStatus), zap.String("error", f.Error), zap.String("reason", reason))
+		if f.DeadEvent != nil {
+			r.Wake()
+		}
+	}
+}
+
+// deadPayload is the data of a delivery.dead event: what identifies the
+// dead row and why it died, never its payload or the receiver's response;
+// the effect key is digested where it may name a patient (sink.LogKey).
+func deadPayload(row Row, f Failure, reason string, at time.Time) json.RawMessage {
+	class := ""
+	if f.Attempt != nil {
+		class = f.Attempt.Class
+	} else if f.HTTPStatus != 0 {
+		class = StatusClass(f.HTTPStatus)
+	}
+	b, _ := json.Marshal(struct {
+		OutboxID   int64  `json:"outbox_id"`
+		Sink       string `json:"sink"`
+		Kind       string `json:"kind"`
+		EffectKey  string `json:"effect_key"`
+		Reason     string `json:"reason"`
+		HTTPStatus int    `json:"http_status"`
+		ErrorClass string `json:"error_class"`
+		Error      string `json:"error"`
+		Attempts   int    `json:"attempts"`
+		DeadAt     string `json:"dead_at"`
+	}{row.ID, row.Sink, row.Kind, sink.LogKey(row.Kind, row.EffectKey), reason, f.HTTPStatus, class, f.Error,
+		row.Attempts, at.UTC().Format(time.RFC3339Nano)})
+	return b
 }
 
 // fence reports whether a transition took; a lost lease is logged and

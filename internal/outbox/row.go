@@ -103,6 +103,24 @@ type Failure struct {
 	// row's attempt history with the transition. It is nil when no request
 	// was made (e.g. a row dead-lettered for its age before an attempt).
 	Attempt *Attempt
+	// DeadEvent, on a Dead, is the delivery.dead event to insert with the
+	// transition; nil for none.
+	DeadEvent *DeadEvent
+}
+
+// KindDeliveryDead is the kind of the event the relay records when it
+// dead-letters a row whose kind is another (routed like any kind; CloudEvent
+// type ediwatch.delivery.dead).
+const KindDeliveryDead = "delivery.dead"
+
+// DeadEvent is a delivery.dead outbox row that Dead inserts in the
+// transaction of the transition, for sink, with payload. Its effect key
+// is "delivery.dead:{dead row id}:{n}", n counting the row's deaths across
+// replays, so each death is one event; its ordering key is
+// "delivery.dead:{dead row id}" and its correlation id the dead row's.
+type DeadEvent struct {
+	Sink    string
+	Payload json.RawMessage
 }
 
 // Attempt is one delivery attempt as kept in a row's attempt history: a
@@ -208,7 +226,9 @@ type Store interface {
 	CompleteMany(ctx context.Context, done []Completion, now time.Time) (lost []int64, err error)
 	// Retry returns a claimed row to pending, due at at, recording f.
 	Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error
-	// Dead moves a claimed row to the dead-letter queue, recording f.
+	// Dead moves a claimed row to the dead-letter queue, recording f, and
+	// counts the row's death; with f.DeadEvent set it inserts that event in
+	// the same transaction.
 	Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error
 	// Snooze returns a claimed row to pending, due at at, without counting
 	// the attempt (e.g. its sink's circuit breaker is open).

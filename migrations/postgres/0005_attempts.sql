@@ -19,3 +19,7 @@ CREATE TABLE outbox_attempt (
     response      text NOT NULL,
     PRIMARY KEY (outbox_id, seq)
 );
+
+-- deaths counts a row's dead-letterings across replays: each one's
+-- delivery.dead event is keyed by it.
+ALTER TABLE outbox ADD COLUMN deaths integer NOT NULL DEFAULT 0;

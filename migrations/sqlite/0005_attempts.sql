@@ -23,3 +23,7 @@ END;
 CREATE TRIGGER outbox_attempt_pruned AFTER DELETE ON outbox BEGIN
     DELETE FROM outbox_attempt WHERE outbox_id = OLD.id;
 END;
+
+-- deaths counts a row's dead-letterings across replays: each one's
+-- delivery.dead event is keyed by it.
+ALTER TABLE outbox ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0;

@@ -763,23 +763,40 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 }
 
 // fencedAttempt runs update, an UPDATE of one claimed outbox row fenced by
-// its lease token, and records a in the row's attempt history in the same
-// statement (when a is set); it returns store.ErrLeaseLost when the row
-// was not updated. The oldest attempts beyond outbox.AttemptsKept go.
-func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, a *outbox.Attempt) error {
-	if a == nil {
+// its lease token, and in the same statement records a in the row's
+// attempt history (when a is set; the oldest attempts beyond
+// outbox.AttemptsKept go) and inserts ev, a delivery.dead event (when ev
+// is set). It returns store.ErrLeaseLost when the row was not updated.
+func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, now time.Time, a *outbox.Attempt,
+	ev *outbox.DeadEvent) error {
+	if a == nil && ev == nil {
 		return s.fenced(ctx, update, args...)
 	}
-	p := func(i int) string { return "$" + strconv.Itoa(len(args)+i) }
-	return s.fenced(ctx, `WITH u AS (`+update+` RETURNING id, attempts),
-		h AS (SELECT u.id, u.attempts, coalesce((SELECT max(a.seq) FROM outbox_attempt a WHERE a.outbox_id = u.id), 0) AS last
-			FROM u),
-		del AS (DELETE FROM outbox_attempt a USING h WHERE a.outbox_id = h.id AND a.seq <= h.last + 1 - `+p(8)+`::int)
-		INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
-			response)
-		SELECT id, last + 1, attempts, `+p(1)+`::timestamptz, `+p(2)+`::bigint, `+p(3)+`::int, `+p(4)+`::text, `+p(5)+`::text,
-			`+p(6)+`::bigint, `+p(7)+`::text FROM h`,
-		append(args, a.At, a.Latency.Microseconds(), a.HTTPStatus, a.Class, a.Error, a.ResponseSize, a.Response, outbox.AttemptsKept)...)
+	arg := func(v any, cast string) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args)) + "::" + cast
+	}
+	q := `WITH u AS (` + update + ` RETURNING id, attempts, deaths, correlation_id)`
+	if a != nil {
+		q += `, h AS (SELECT u.id, u.attempts,
+			coalesce((SELECT max(a.seq) FROM outbox_attempt a WHERE a.outbox_id = u.id), 0) AS last FROM u),
+		del AS (DELETE FROM outbox_attempt a USING h
+			WHERE a.outbox_id = h.id AND a.seq <= h.last + 1 - ` + arg(outbox.AttemptsKept, "int") + `),
+		ins AS (INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error,
+			response_size, response)
+			SELECT id, last + 1, attempts, ` + arg(a.At, "timestamptz") + `, ` + arg(a.Latency.Microseconds(), "bigint") + `, ` +
+			arg(a.HTTPStatus, "int") + `, ` + arg(a.Class, "text") + `, ` + arg(a.Error, "text") + `, ` +
+			arg(a.ResponseSize, "bigint") + `, ` + arg(a.Response, "text") + ` FROM h)`
+	}
+	if ev != nil {
+		at := arg(now, "timestamptz")
+		q += `, ev AS (INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
+			next_attempt_at, created_at, updated_at, effect_hash)
+			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ` + arg(ev.Sink, "text") + `,
+				'delivery.dead:' || id, '', correlation_id, ` + arg(string(ev.Payload), "jsonb") + `, ` + at + `, ` + at + `, ` + at + `, ''
+			FROM u ON CONFLICT (effect_key) DO NOTHING)`
+	}
+	return s.fenced(ctx, q+` SELECT 1 FROM u`, args...)
 }
 
 // Attempts implements outbox.Store.
@@ -839,15 +856,15 @@ func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.
 	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $5, last_status = $3, last_error = $6, last_response = $7, updated_at = $4
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`,
-		[]any{id, token, f.HTTPStatus, now, at, f.Error, f.Response}, f.Attempt)
+		[]any{id, token, f.HTTPStatus, now, at, f.Error, f.Response}, now, f.Attempt, nil)
 }
 
 // Dead implements outbox.Store.
 func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f outbox.Failure) error {
 	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
-		last_status = $3, last_error = $5, last_response = $6, updated_at = $4
+		last_status = $3, last_error = $5, last_response = $6, updated_at = $4, deaths = deaths + 1
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`,
-		[]any{id, token, f.HTTPStatus, now, f.Error, f.Response}, f.Attempt)
+		[]any{id, token, f.HTTPStatus, now, f.Error, f.Response}, now, f.Attempt, f.DeadEvent)
 }
 
 // Snooze implements outbox.Store.

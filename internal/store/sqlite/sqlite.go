@@ -721,24 +721,26 @@ func (s *Store) ExtendLeases(ctx context.Context, held []outbox.Held, now time.T
 
 // Retry implements outbox.Store.
 func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f outbox.Failure) error {
-	return s.fencedAttempt(ctx, id, token, f.Attempt, `UPDATE outbox SET status = 'pending', lease_token = NULL,
+	return s.fencedAttempt(ctx, id, token, now, f.Attempt, nil, `UPDATE outbox SET status = 'pending', lease_token = NULL,
 		lease_expires_at = NULL, next_attempt_at = ?, last_status = ?, last_error = ?, last_response = ?, updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), f.HTTPStatus, f.Error, f.Response, us(now), id, token)
 }
 
 // Dead implements outbox.Store.
 func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f outbox.Failure) error {
-	return s.fencedAttempt(ctx, id, token, f.Attempt, `UPDATE outbox SET status = 'dead', lease_token = NULL,
-		lease_expires_at = NULL, last_status = ?, last_error = ?, last_response = ?, updated_at = ?
+	return s.fencedAttempt(ctx, id, token, now, f.Attempt, f.DeadEvent, `UPDATE outbox SET status = 'dead',
+		lease_token = NULL, lease_expires_at = NULL, last_status = ?, last_error = ?, last_response = ?, updated_at = ?,
+		deaths = deaths + 1
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, f.HTTPStatus, f.Error, f.Response, us(now), id, token)
 }
 
 // fencedAttempt runs update, an UPDATE of claimed row id fenced by its
-// lease token, and records a in the row's attempt history in the same
-// transaction (when a is set); it returns store.ErrLeaseLost when the row
-// was not updated.
-func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, a *outbox.Attempt, update string, args ...any) error {
-	if a == nil {
+// lease token, and in the same transaction records a in the row's attempt
+// history (when a is set) and inserts ev, a delivery.dead event (when ev
+// is set); it returns store.ErrLeaseLost when the row was not updated.
+func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, now time.Time, a *outbox.Attempt,
+	ev *outbox.DeadEvent, update string, args ...any) error {
+	if a == nil && ev == nil {
 		return s.fenced(ctx, update, args...)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -755,6 +757,15 @@ func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, a *ou
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return store.ErrLeaseLost
+	}
+	if ev != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
+			correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
+			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ?, 'delivery.dead:' || id, '',
+				correlation_id, ?, ?, ?, ?, '' FROM outbox WHERE id = ?
+			ON CONFLICT (effect_key) DO NOTHING`, ev.Sink, string(ev.Payload), us(now), us(now), us(now), id); err != nil {
+			return fmt.Errorf("delivery.dead event: %w", err)
+		}
 	}
 	return tx.Commit()
 }

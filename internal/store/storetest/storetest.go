@@ -131,6 +131,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"AttemptsCompleteManyBatch":        testAttemptsCompleteManyBatch,
 		"AttemptsBounded":                  testAttemptsBounded,
 		"AttemptsPrunedWithRow":            testAttemptsPrunedWithRow,
+		"DeadEventWithTransition":          testDeadEventWithTransition,
 	}
 }
 

@@ -72,7 +72,7 @@ func TestDeadLetterSendsDeliveryDeadEvent(t *testing.T) {
 		defer refuse.Close()
 		var mu sync.Mutex
 		var events [][]byte
-			var chatRefuses atomic.Bool
+		var chatRefuses atomic.Bool
 		chat := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
 			mu.Lock()

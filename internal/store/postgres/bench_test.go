@@ -31,3 +31,10 @@ func BenchmarkIngest100MB(b *testing.B) {
 	data := storetest.BigFile(b, storetest.BigRemit)
 	storetest.BenchIngestBigFile(b, newStore(b), data, nil, 15)
 }
+
+// BenchmarkCompleteManyAttempts: CompleteMany of 32 rows with and without
+// their attempts recorded, side by side.
+// Run: go test ./internal/store/postgres -run XXX -bench CompleteManyAttempts -benchtime 1x
+func BenchmarkCompleteManyAttempts(b *testing.B) {
+	storetest.BenchCompleteManyAttempts(b, newStore(b))
+}

@@ -201,3 +201,10 @@ func bareLoad(ctx context.Context, src, dst *sql.DB, tables ...string) (time.Dur
 	}
 	return time.Since(start), nil
 }
+
+// BenchmarkCompleteManyAttempts: CompleteMany of 32 rows with and without
+// their attempts recorded, side by side.
+// Run: go test ./internal/store/sqlite -run XXX -bench CompleteManyAttempts -benchtime 1x
+func BenchmarkCompleteManyAttempts(b *testing.B) {
+	storetest.BenchCompleteManyAttempts(b, newStore(b))
+}

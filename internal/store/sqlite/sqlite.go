@@ -672,10 +672,8 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 	}
 	defer tx.Rollback()
 	var updated []int64
+	var attempts []outbox.Completion
 	for _, c := range done {
-		if err := recordAttempt(ctx, tx, c.ID, c.Token, c.Attempt); err != nil {
-			return nil, err
-		}
 		res, err := tx.ExecContext(ctx, `UPDATE outbox SET status = 'delivered', lease_token = NULL,
 			lease_expires_at = NULL, last_status = ?, last_error = '', delivered_at = ?, updated_at = ?
 			WHERE id = ? AND lease_token = ? AND status = 'inflight'`, c.HTTPStatus, us(now), us(now), c.ID, c.Token)
@@ -684,7 +682,13 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			updated = append(updated, c.ID)
+			if c.Attempt != nil {
+				attempts = append(attempts, c)
+			}
 		}
+	}
+	if err := recordAttempts(ctx, tx, attempts); err != nil {
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
@@ -786,6 +790,30 @@ func recordAttempt(ctx context.Context, tx *sql.Tx, id int64, token string, a *o
 		us(a.At), a.Latency.Microseconds(), a.HTTPStatus, a.Class, a.Error, a.ResponseSize, a.Response, id, token)
 	if err != nil {
 		return fmt.Errorf("record attempt: %w", err)
+	}
+	return nil
+}
+
+// recordAttempts adds the attempts of rows just delivered in tx to their
+// histories, in statements of up to 500 rows.
+func recordAttempts(ctx context.Context, tx *sql.Tx, done []outbox.Completion) error {
+	for len(done) > 0 {
+		chunk := done[:min(len(done), 500)]
+		done = done[len(chunk):]
+		args := make([]any, 0, 8*len(chunk))
+		for _, c := range chunk {
+			a := c.Attempt
+			args = append(args, c.ID, us(a.At), a.Latency.Microseconds(), a.HTTPStatus, a.Class, a.Error, a.ResponseSize,
+				a.Response)
+		}
+		values := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", len(chunk)), ", ")
+		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us,
+			http_status, class, error, response_size, response)
+			SELECT v.column1, coalesce((SELECT max(seq) FROM outbox_attempt a WHERE a.outbox_id = v.column1), 0) + 1,
+				o.attempts, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8
+			FROM (VALUES `+values+`) v JOIN outbox o ON o.id = v.column1`, args...); err != nil {
+			return fmt.Errorf("record attempts: %w", err)
+		}
 	}
 	return nil
 }

@@ -221,14 +221,17 @@ type Store interface {
 	// relay calls it while a batch is in flight so no lease lapses.
 	ExtendLeases(ctx context.Context, held []Held, now time.Time, lease time.Duration) (lost []int64, err error)
 	// CompleteMany marks several claimed rows delivered in one statement,
-	// each fenced by its own token; it returns the ids whose lease was
-	// lost (those rows are left as they are).
+	// each fenced by its own token, and records each one's Attempt (when
+	// set) in its history in the same transaction; it returns the ids
+	// whose lease was lost (those rows are left as they are, and no
+	// attempt of theirs is recorded).
 	CompleteMany(ctx context.Context, done []Completion, now time.Time) (lost []int64, err error)
-	// Retry returns a claimed row to pending, due at at, recording f.
+	// Retry returns a claimed row to pending, due at at, recording f (and
+	// f.Attempt, when set, in the row's history in the same transaction).
 	Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error
-	// Dead moves a claimed row to the dead-letter queue, recording f, and
-	// counts the row's death; with f.DeadEvent set it inserts that event in
-	// the same transaction.
+	// Dead moves a claimed row to the dead-letter queue, recording f (and
+	// f.Attempt, as Retry does), and counts the row's death; with
+	// f.DeadEvent set it inserts that event in the same transaction.
 	Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error
 	// Snooze returns a claimed row to pending, due at at, without counting
 	// the attempt (e.g. its sink's circuit breaker is open).

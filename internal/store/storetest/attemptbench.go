@@ -18,7 +18,7 @@ import (
 // history row written), in alternating rounds in the same run; it reports
 // the time per batch of each and their ratio.
 func BenchCompleteManyAttempts(b *testing.B, s store.Store) {
-	const batch, rounds = 32, 40
+	const batch, rounds = 32, 100
 	ctx := context.Background()
 	seq := 0
 	claimBatch := func() []outbox.Row {

@@ -794,7 +794,9 @@ func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, no
 			next_attempt_at, created_at, updated_at, effect_hash)
 			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ` + arg(ev.Sink, "text") + `,
 				'delivery.dead:' || id, '', correlation_id, ` + arg(string(ev.Payload), "jsonb") + `, ` + at + `, ` + at + `, ` + at + `, ''
-			FROM u ON CONFLICT (effect_key) DO NOTHING)`
+			FROM u ON CONFLICT (effect_key) DO NOTHING)
+		SELECT pg_notify('` + NotifyChannel + `', '') FROM u` // wake the relays, as an ingest does
+		return s.fenced(ctx, q, args...)
 	}
 	return s.fenced(ctx, q+` SELECT 1 FROM u`, args...)
 }

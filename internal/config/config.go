@@ -154,6 +154,10 @@ type Source struct {
 	// ("QUAL:ID"); by default they answer with the received ids swapped.
 	Us   string `mapstructure:"us"`
 	Them string `mapstructure:"them"`
+	// Ack277 answers 277 claim acknowledgments with a 999 (default false:
+	// a 277 is itself an acknowledgment, and ediwatch never acknowledges
+	// one unless the partner asks for it).
+	Ack277 bool `mapstructure:"ack_277"`
 }
 
 // Sink is an HTTP endpoint.
@@ -497,7 +501,7 @@ func (c *Config) Validate() error {
 	}
 	if len(c.Sources) > 0 {
 		for _, kind := range process.EffectKinds() {
-			if _, ok := c.Routes[kind]; !ok {
+			if _, ok := c.Routes[kind]; !ok && !process.OptionalKind(kind) {
 				bad("routes."+kind, "must be routed to a sink", `""`)
 			}
 		}

@@ -94,10 +94,10 @@ type GroupCounts struct {
 // SegmentError is one IK3 loop: a segment in error, its context and its
 // element errors.
 type SegmentError struct {
-	SegmentID string           `json:"segment_id"`         // IK301
-	Position  int              `json:"position,omitempty"` // IK302
-	Loop      string           `json:"loop,omitempty"`     // IK303
-	Code      string           `json:"code"`               // IK304
+	SegmentID string         `json:"segment_id"`         // IK301
+	Position  int            `json:"position,omitempty"` // IK302
+	Loop      string         `json:"loop,omitempty"`     // IK303
+	Code      string         `json:"code"`               // IK304
 	Context   []Context      `json:"context,omitempty"`  // CTX after IK3
 	Elements  []ElementError `json:"elements,omitempty"` // IK4 loops
 }

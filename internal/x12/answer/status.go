@@ -68,9 +68,9 @@ type Status struct {
 
 // StatusCode is a C043 health care claim status composite.
 type StatusCode struct {
-	Category string `json:"category"`           // -1 claim status category code
-	Code     string `json:"code,omitempty"`     // -2 claim status code
-	Entity   string `json:"entity,omitempty"`   // -3 entity identifier code
+	Category string `json:"category"`            // -1 claim status category code
+	Code     string `json:"code,omitempty"`      // -2 claim status code
+	Entity   string `json:"entity,omitempty"`    // -3 entity identifier code
 	CodeList string `json:"code_list,omitempty"` // -4 code list qualifier (NCPDP reject codes)
 }
 

@@ -48,7 +48,6 @@ func fix999(b []byte) []byte {
 	return []byte(s[:se] + "SE*" + itoa(n) + s[se+3:])
 }
 
-
 // A 999 with two AK2 loops gives two events; re-sent under new control
 // numbers it gives the same effect keys and hashes (a business
 // duplicate), and it is never acknowledged, even when ISA14 asks.

@@ -4,22 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// SetKey implements inbox.AnswerLookup: a LIKE on the inbox key, whose
-// literal prefix the index inbox_key_pattern (text_pattern_ops, whatever
-// the database's collation) turns into a range over the keys exchanged
-// between the two parties.
+// setKeySQL and claimKeySQL are the lookups of SetKey and ClaimKey
+// ($1 prefix, $2 the prefix's upper bound, $3 suffix; $1 ordering key).
+const (
+	setKeySQL = `SELECT key FROM inbox
+		WHERE key ~>=~ $1 AND key ~<~ $2 AND status = 'processed'
+		AND ($3 = '' OR (length(key) > length($1) + length($3) AND right(key, length($3)) = $3
+			AND position(':' in substr(key, length($1) + 1, length(key) - length($1) - length($3))) = 0))
+		ORDER BY created_at DESC LIMIT 1`
+	claimKeySQL = `SELECT effect_key FROM outbox
+		WHERE ordering_key = $1 AND kind = 'claim.received' ORDER BY id DESC LIMIT 1`
+)
+
+// SetKey implements inbox.AnswerLookup: a range of the inbox keys
+// exchanged between the two parties, in byte order (~>=~ and ~<~, which
+// the index inbox_key_pattern serves whatever the database's collation,
+// and with a parameter, unlike LIKE in a generic plan), filtered by the
+// suffix.
 func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, error) {
-	pattern := likeEscape(prefix) + "%" + likeEscape(suffix)
 	var key string
-	err := s.pool.QueryRow(ctx, `SELECT key FROM inbox
-		WHERE key LIKE $1 AND status = 'processed'
-		AND ($3::int = 0 OR position(':' in substr(key, $2::int + 1, length(key) - $2::int - $3::int)) = 0)
-		ORDER BY created_at DESC LIMIT 1`, pattern, len(prefix), len(suffix)).Scan(&key)
+	err := s.pool.QueryRow(ctx, setKeySQL, prefix, prefix+"\x7f", suffix).Scan(&key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -32,8 +40,7 @@ func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, erro
 // ClaimKey implements inbox.AnswerLookup, by the index outbox_claim_order.
 func (s *Store) ClaimKey(ctx context.Context, orderingKey string) (string, error) {
 	var key string
-	err := s.pool.QueryRow(ctx, `SELECT effect_key FROM outbox
-		WHERE ordering_key = $1 AND kind = 'claim.received' ORDER BY id DESC LIMIT 1`, orderingKey).Scan(&key)
+	err := s.pool.QueryRow(ctx, claimKeySQL, orderingKey).Scan(&key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -41,9 +48,4 @@ func (s *Store) ClaimKey(ctx context.Context, orderingKey string) (string, error
 		return "", fmt.Errorf("answered claim: %w", err)
 	}
 	return key, nil
-}
-
-// likeEscape escapes LIKE's wildcards and its default escape character.
-func likeEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }

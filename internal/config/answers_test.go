@@ -36,3 +36,22 @@ sources:
 		t.Errorf("a misspelt kind: %v", err)
 	}
 }
+
+// TestReceivedAcknowledgmentsNotToARawSink: a raw sink sends the X12 of
+// ediwatch's acknowledgments; an ack.received event has none, so routing
+// it there is refused rather than delivered as an empty body.
+func TestReceivedAcknowledgmentsNotToARawSink(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  s: {url: "https://x.example.test/"}
+  raw: {url: "https://x.example.test/x12", raw: true}
+routes: {payment.posted: s, claim.received: s, ack.999: raw, ack.ta1: raw, ack.received: raw, claim.status: raw}
+`), 0o600)
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "routes.ack.received: must name a sink without raw: true") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "routes.claim.status") {
+		t.Errorf("claim.status (always JSON) refused: %v", err)
+	}
+}

@@ -255,10 +255,17 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				out.meta = append(out.meta, setMeta{typ: it.Set.Type, reason: it.Set.Reason,
 					unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
 				return sp.put(spilled{Set: &rec})
-			case it.Ack != nil:
-				if unrouted(*it.Ack, opts.Routes) {
+			case it.Received != nil:
+				// Recorded as acknowledgments are: not part of a set.
+				if unrouted(*it.Received, opts.Routes) {
 					return nil
 				}
+				e, err := effect(*it.Received, opts.Routes)
+				if err != nil {
+					return err
+				}
+				return sp.put(spilled{Ack: &e})
+			case it.Ack != nil:
 				e, err := effect(*it.Ack, opts.Routes)
 				if err != nil {
 					return err

@@ -17,19 +17,25 @@ const ta1Alone = "ISA*00*          *00*          *ZZ*CLEARING       *ZZ*RIVERSID
 // answers, and is itself never acknowledged, though ISA14 asks for it.
 func TestTA1AloneIsAnEventAndNotAcknowledged(t *testing.T) {
 	r := run(t, []byte(ta1Alone))
-	if len(r.sets) != 0 || len(r.acks) != 1 || r.acks[0].Kind != KindAckReceived {
-		t.Fatalf("sets %d, acks %+v", len(r.sets), r.acks)
+	var received []Effect
+	for _, it := range r.items {
+		if it.Received != nil {
+			received = append(received, *it.Received)
+		}
+	}
+	if len(r.sets) != 0 || len(r.acks) != 0 || len(received) != 1 || received[0].Kind != KindAckReceived {
+		t.Fatalf("sets %d, acks %+v, received %+v", len(r.sets), r.acks, received)
 	}
 	var ev AckReceivedEvent
-	if err := json.Unmarshal(r.acks[0].Payload, &ev); err != nil {
+	if err := json.Unmarshal(received[0].Payload, &ev); err != nil {
 		t.Fatal(err)
 	}
 	if ev.Type != "TA1" || ev.Verdict != "rejected" || ev.Acknowledges.InterchangeControlNumber != "000000041" ||
 		strings.Join(ev.Codes, ",") != "024" || ev.Sender != "ZZ:CLEARING" {
 		t.Errorf("event %+v", ev)
 	}
-	if !strings.HasPrefix(r.acks[0].Key, "ackrcv:ZZ:CLEARING:ZZ:RIVERSIDE:TA1:000000041:") {
-		t.Errorf("key %s", r.acks[0].Key)
+	if !strings.HasPrefix(received[0].Key, "ackrcv:ZZ:CLEARING:ZZ:RIVERSIDE:TA1:000000041:") {
+		t.Errorf("key %s", received[0].Key)
 	}
 }
 

@@ -130,11 +130,15 @@ func (s *Set) AppendSummaryJSON(dst []byte) ([]byte, bool) {
 	return dst, false
 }
 
-// Item is one thing a file yields, in file order: a Set, or an
-// acknowledgment Effect once its group or interchange is complete.
+// Item is one thing a file yields, in file order: a Set, an
+// acknowledgment Effect (ours to send) once its group or interchange is
+// complete, or the event of a received TA1.
 type Item struct {
 	Set *Set
 	Ack *Effect
+	// Received is the ack.received event of a TA1 segment the file
+	// carries (not part of any set), once its interchange is complete.
+	Received *Effect
 }
 
 // Config is what processing needs besides the file.
@@ -271,7 +275,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 					if err != nil {
 						return nil, err
 					}
-					if err := emit(Item{Ack: &eff}); err != nil {
+					if err := emit(Item{Received: &eff}); err != nil {
 						return nil, err
 					}
 				}

@@ -129,9 +129,10 @@ func deliverAll(t *testing.T, s store.Store, url string) {
 // TestReceivedAcknowledgmentsBecomeEventsNamingOriginals: an 837 passes
 // through ediwatch, then the clearinghouse's 999 and 277CA answering it:
 // they are delivered as ack.received and claim.status events naming the
-// 837's set key and the claims' effect keys; no 999 answers them; the
-// 999 re-sent under new control numbers is a business duplicate,
-// delivered once.
+// 837's set key and the claims' effect keys, and a TA1 answering its
+// interchange names that; no 999 answers them; the 999 and the TA1
+// re-sent under new control numbers are business duplicates, delivered
+// once.
 func TestReceivedAcknowledgmentsBecomeEventsNamingOriginals(t *testing.T) {
 	drivertest.Each(t, func(t *testing.T, s store.Store) {
 		rec := &events{got: map[string][]map[string]any{}, n: map[string]int{}}
@@ -161,12 +162,31 @@ func TestReceivedAcknowledgmentsBecomeEventsNamingOriginals(t *testing.T) {
 		if len(r277.AckKeys) != 0 {
 			t.Errorf("a 277 was acknowledged without ack_277: %v", r277.AckKeys)
 		}
+		ta1 := func(ctl int) []byte {
+			return []byte(fmt.Sprintf("ISA*00*          *00*          *ZZ*CLEARING       *ZZ*RIVERSIDE      "+
+				"*261130*1000*^*00501*%09d*0*P*:~TA1*000000041*261130*0930*A*000~IEA*0*%09d~", ctl, ctl))
+		}
+		if r := ingestAnswer(t, s, "a.ta1", ta1(703)); len(r.AckKeys) != 1 || !strings.Contains(r.AckKeys[0], ":TA1:000000041:") {
+			t.Fatalf("TA1: %+v", r)
+		}
 		deliverAll(t, s, srv.URL)
 
 		rec.mu.Lock()
-		acks := rec.got["ediwatch.ack.received"]
+		var ta1Events []map[string]any
+		for _, ev := range rec.got["ediwatch.ack.received"] {
+			if ev["type"] == "TA1" {
+				ta1Events = append(ta1Events, ev)
+			} else {
+				rec.got["999"] = append(rec.got["999"], ev)
+			}
+		}
+		acks := rec.got["999"]
 		statuses := rec.got["ediwatch.claim.status"]
 		rec.mu.Unlock()
+		if len(ta1Events) != 1 || ta1Events[0]["original_key"] != "x12:P:ZZ:RIVERSIDE:ZZ:CLEARING:000000041" ||
+			ta1Events[0]["verdict"] != "accepted" {
+			t.Errorf("TA1 events %v", ta1Events)
+		}
 		if len(acks) != 1 || acks[0]["original_key"] != setKey || acks[0]["verdict"] != "accepted" ||
 			acks[0]["group_verdict"] != "accepted" || acks[0]["envelope_key"] != r999.Sets[0].Key {
 			t.Errorf("ack.received events %v, want one naming %s", acks, setKey)
@@ -193,11 +213,15 @@ func TestReceivedAcknowledgmentsBecomeEventsNamingOriginals(t *testing.T) {
 		if len(again.Sets) != 1 || again.Sets[0].Outcome != inbox.BusinessDuplicate || len(again.AckKeys) != 0 {
 			t.Fatalf("re-sent 999: %+v, acks %v", again.Sets, again.AckKeys)
 		}
+		// The same TA1 in a new interchange: its event exists already.
+		if r := ingestAnswer(t, s, "b.ta1", ta1(704)); len(r.AckKeys) != 0 {
+			t.Errorf("re-sent TA1 inserted %v", r.AckKeys)
+		}
 		deliverAll(t, s, srv.URL)
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		if n := len(rec.got["ediwatch.ack.received"]); n != 1 {
-			t.Errorf("%d ack.received deliveries, want 1", n)
+		if n := len(rec.got["ediwatch.ack.received"]); n != 2 {
+			t.Errorf("%d ack.received deliveries, want 2 (the 999's and the TA1's)", n)
 		}
 		for k, n := range rec.n {
 			if n != 1 {

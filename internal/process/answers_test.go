@@ -118,3 +118,18 @@ func TestA277IsAcknowledgedOnlyWhenAsked(t *testing.T) {
 		t.Errorf("with ack_277: %v %+v", err, acks)
 	}
 }
+
+// A group of 999 sets is never acknowledged, even when its GS01 is not
+// FA (a partner's mistake must not start two systems acknowledging each
+// other's acknowledgments).
+func TestA999GroupWithAnotherGS01IsNotAcknowledged(t *testing.T) {
+	body := "AK2*837*0001*005010X222A1~IK5*A~"
+	text := strings.Replace(string(fix999(ack999("7003", body, "0"))), "GS*FA*", "GS*HC*", 1)
+	r := run(t, []byte(text))
+	if len(r.acks) != 0 {
+		t.Errorf("acknowledged: %+v", r.acks)
+	}
+	if len(r.sets) != 1 || len(r.sets[0].Effects) != 1 || r.sets[0].Effects[0].Kind != KindAckReceived {
+		t.Errorf("sets %+v", r.sets)
+	}
+}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/ediwatch/ediwatch/internal/testenv"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
 )
 
@@ -131,5 +134,59 @@ func TestA999GroupWithAnotherGS01IsNotAcknowledged(t *testing.T) {
 	}
 	if len(r.sets) != 1 || len(r.sets[0].Effects) != 1 || r.sets[0].Effects[0].Kind != KindAckReceived {
 		t.Errorf("sets %+v", r.sets)
+	}
+}
+
+// TestCorpusAnswers: the corpus's 999s, TA1s and 277CAs give the events
+// their SOURCES.md verdicts call for: one per AK2 loop, TA1 segment or
+// claim status of a valid envelope, none for a malformed one (a wrong SE01
+// or IEA02, a TA1 with a 4-digit TA101, an IEA01 counting a group that is
+// not there), which is rejected like any set.
+func TestCorpusAnswers(t *testing.T) {
+	dir := testenv.Corpus(t)
+	for name, want := range map[string][2]int{ // ack.received, claim.status
+		"imsweb-x12-parser/x12_277CA_rejected.txt":                                {0, 2},
+		"imsweb-x12-parser/x12_999_accepted.txt":                                  {0, 0},
+		"imsweb-x12-parser/x12_999_rejected.txt":                                  {1, 0},
+		"nirmitee-clearinghouse-simulator/EXAMPLECLINI.20260830165653.999":        {0, 0},
+		"nirmitee-clearinghouse-simulator/EXAMPLECLINI.20260830165653.CLP.277":    {0, 0},
+		"oopfactory-x12parser/DHS_Wisconsin_Sample.txt":                           {3, 0},
+		"oopfactory-x12parser/TechnicalAcknowledgment_SampleFromJeffN825.txt":     {1, 0},
+		"oopfactory-x12parser/TechnicalAcknowledgment_Sample1.txt":                {0, 0},
+		"pyx12/834_ls_le_ls_5010.999.txt":                                         {1, 0},
+		"pyx12/834_lui_id_5010.999.txt":                                           {4, 0},
+		"staedi/invalid999.edi":                                                   {0, 0},
+		"staedi/simple999.edi":                                                    {3, 0},
+		"staedi/x12_interchange_ack.txt":                                          {0, 0},
+		"stupidedi/999-X231A1-response-to-functional-group-containing-3-837s.edi": {3, 0},
+		"uhin-x12-parser-library/TA1.edi":                                         {0, 0},
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := run(t, data)
+		var got [2]int
+		for _, it := range r.items {
+			if it.Received != nil {
+				got[0]++
+			}
+			if it.Set != nil {
+				for _, e := range it.Set.Effects {
+					switch e.Kind {
+					case KindAckReceived:
+						got[0]++
+					case KindClaimStatus:
+						got[1]++
+					}
+				}
+			}
+		}
+		if got != want {
+			t.Errorf("%s: %d ack.received and %d claim.status, want %v", name, got[0], got[1], want)
+		}
+		if len(r.acks) != 0 {
+			t.Errorf("%s: acknowledged: %d", name, len(r.acks))
+		}
 	}
 }

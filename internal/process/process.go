@@ -1,7 +1,8 @@
 // Package process turns one X12 file into what ediwatch records and
 // delivers: per transaction set its key, content hash, outcome and business
-// effects (payment.posted, claim.received), and per group and interchange
-// the acknowledgments (ack.999, ack.ta1). It is the one path shared by the
+// effects (payment.posted, claim.received, and for what partners send back
+// ack.received and claim.status), and per group and interchange the
+// acknowledgments (ack.999, ack.ta1). It is the one path shared by the
 // poller, `ediwatch ingest`, `inspect` and `ack`.
 //
 // A file is read twice: an envelope-only pass learns which interchanges

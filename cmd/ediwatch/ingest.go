@@ -119,6 +119,7 @@ func ackOptions(cfg config.Config, source string) ack.Options {
 		if q, id, ok := strings.Cut(s.Them, ":"); ok {
 			o.Them = ack.Party{Qualifier: q, ID: id}
 		}
+		o.Ack277 = s.Ack277
 	}
 	return o
 }

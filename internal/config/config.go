@@ -154,6 +154,10 @@ type Source struct {
 	// ("QUAL:ID"); by default they answer with the received ids swapped.
 	Us   string `mapstructure:"us"`
 	Them string `mapstructure:"them"`
+	// Ack277 answers 277 claim acknowledgments with a 999 (default false:
+	// a 277 is itself an acknowledgment, and ediwatch never acknowledges
+	// one unless the partner asks for it).
+	Ack277 bool `mapstructure:"ack_277"`
 }
 
 // Sink is an HTTP endpoint.
@@ -496,10 +500,15 @@ func (c *Config) Validate() error {
 		if _, ok := c.Sinks[sink]; !ok {
 			bad("routes."+kind, "must name a configured sink", quote(sink))
 		}
+		if kind == process.KindAckReceived && c.Sinks[sink].Raw {
+			// A raw sink sends the X12 of ediwatch's own acknowledgments;
+			// a received one is an event, with no X12 to send.
+			bad("routes."+kind, "must name a sink without raw: true", quote(sink))
+		}
 	}
 	if len(c.Sources) > 0 {
 		for _, kind := range process.EffectKinds() {
-			if _, ok := c.Routes[kind]; !ok {
+			if _, ok := c.Routes[kind]; !ok && !process.OptionalKind(kind) {
 				bad("routes."+kind, "must be routed to a sink", `""`)
 			}
 		}

@@ -113,3 +113,16 @@ func quoteCtl(v string) string {
 	}
 	return strconv.Quote(v)
 }
+
+// KeyPart returns a value as the inbox keys write it (trimmed, escaped),
+// for a value read from another document (a 999's AK202, a TA1's TA101)
+// that names a key part.
+func KeyPart(v string) string { return keyPart(v) }
+
+// InterchangeNumberKeyPart returns an ISA13 (or TA101) as the keys write
+// it: zero-padded to nine digits.
+func InterchangeNumberKeyPart(v string) string { return keyPart(padISA13(strings.Trim(v, " "))) }
+
+// GroupNumberKeyPart returns a GS06 (or AK102) as the keys write it:
+// without leading zeros.
+func GroupNumberKeyPart(v string) string { return keyPart(trimZeros(strings.Trim(v, " "))) }

@@ -229,6 +229,11 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	lookup ClaimLookup) (*parsed, error) {
 	out := &parsed{status: FileIngested}
 	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack}
+	if o, ok := opts.Store.(AnswerLookup); ok {
+		// Outside the ingestion's transaction, like the claim lookup: an
+		// acknowledgment's original is named when it is there to be found.
+		cfg.Originals = o
+	}
 	var claimed *claims
 	if lookup != nil {
 		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
@@ -250,6 +255,16 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				out.meta = append(out.meta, setMeta{typ: it.Set.Type, reason: it.Set.Reason,
 					unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
 				return sp.put(spilled{Set: &rec})
+			case it.Received != nil:
+				// Recorded as acknowledgments are: not part of a set.
+				if unrouted(*it.Received, opts.Routes) {
+					return nil
+				}
+				e, err := effect(*it.Received, opts.Routes)
+				if err != nil {
+					return err
+				}
+				return sp.put(spilled{Ack: &e})
 			case it.Ack != nil:
 				e, err := effect(*it.Ack, opts.Routes)
 				if err != nil {
@@ -343,6 +358,9 @@ func setRecord(s *process.Set, routes map[string]string, claimed bool) (SetRecor
 		rec.Summary = sum
 	}
 	for _, e := range s.Effects {
+		if unrouted(e, routes) {
+			continue
+		}
 		se, err := effect(e, routes)
 		if err != nil {
 			return rec, err
@@ -350,6 +368,13 @@ func setRecord(s *process.Set, routes map[string]string, claimed bool) (SetRecor
 		rec.Effects = append(rec.Effects, se)
 	}
 	return rec, nil
+}
+
+// unrouted reports whether e is of an optional kind the configuration does
+// not route (process.OptionalKind): such an effect is not recorded.
+func unrouted(e process.Effect, routes map[string]string) bool {
+	_, ok := routes[e.Kind]
+	return !ok && process.OptionalKind(e.Kind)
 }
 
 func effect(e process.Effect, routes map[string]string) (outbox.Effect, error) {

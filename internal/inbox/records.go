@@ -169,6 +169,21 @@ type ClaimLookup interface {
 	ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error)
 }
 
+// AnswerLookup is implemented by a store that can name, outside an
+// ingestion, what a received acknowledgment answers (process.Originals):
+// the inbox key of a set by its swapped envelope, the effect key of a
+// claim by its ordering key. Its answers may be stale.
+type AnswerLookup interface {
+	// SetKey returns the key of a processed inbox row that starts with
+	// prefix and ends with suffix, with one key part (no ':') between
+	// them; with an empty suffix, any processed row under prefix. "" when
+	// there is none; the most recent when there are several.
+	SetKey(ctx context.Context, prefix, suffix string) (string, error)
+	// ClaimKey returns the effect key of the most recent claim.received
+	// outbox row with the ordering key, or "".
+	ClaimKey(ctx context.Context, orderingKey string) (string, error)
+}
+
 // Fence is a lease as granted: writes made under it are refused once the
 // lease has changed hands. The zero Fence fences nothing.
 type Fence struct {

@@ -1,7 +1,8 @@
 // Package process turns one X12 file into what ediwatch records and
 // delivers: per transaction set its key, content hash, outcome and business
-// effects (payment.posted, claim.received), and per group and interchange
-// the acknowledgments (ack.999, ack.ta1). It is the one path shared by the
+// effects (payment.posted, claim.received, and for what partners send back
+// ack.received and claim.status), and per group and interchange the
+// acknowledgments (ack.999, ack.ta1). It is the one path shared by the
 // poller, `ediwatch ingest`, `inspect` and `ack`.
 //
 // A file is read twice: an envelope-only pass learns which interchanges
@@ -25,6 +26,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/x12"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
+	"github.com/ediwatch/ediwatch/internal/x12/answer"
 	"github.com/ediwatch/ediwatch/internal/x12/claim"
 	"github.com/ediwatch/ediwatch/internal/x12/remit"
 )
@@ -35,10 +37,21 @@ const (
 	KindClaim   = "claim.received"
 	KindAck999  = "ack.999"
 	KindAckTA1  = "ack.ta1"
+	// KindAckReceived is a partner's 999 (one per AK2) or TA1 (one per
+	// segment) received; KindClaimStatus a 277CA claim status received.
+	KindAckReceived = "ack.received"
+	KindClaimStatus = "claim.status"
 )
 
 // EffectKinds returns every effect kind, the ones a route may name.
-func EffectKinds() []string { return []string{KindPayment, KindClaim, KindAck999, KindAckTA1} }
+func EffectKinds() []string {
+	return []string{KindPayment, KindClaim, KindAck999, KindAckTA1, KindAckReceived, KindClaimStatus}
+}
+
+// OptionalKind reports whether a configuration may leave kind unrouted:
+// the events of received acknowledgments are recorded only where routed,
+// so a configuration written before them stays valid.
+func OptionalKind(kind string) bool { return kind == KindAckReceived || kind == KindClaimStatus }
 
 // Effect is a side effect to deliver: its business key is unique in the
 // outbox, so the same business fact is never posted twice.
@@ -83,6 +96,10 @@ type Set struct {
 	// Payment or Claims hold the parsed document of an 835 or 837.
 	Payment *remit.Payment
 	Claims  []claim.Claim
+	// Acks hold a received 999's acknowledgments, Statuses a received
+	// 277CA's claim statuses.
+	Acks     []answer.Ack
+	Statuses []answer.ClaimStatus
 	// Effects are the business effects of a processed set.
 	Effects []Effect
 }
@@ -114,11 +131,15 @@ func (s *Set) AppendSummaryJSON(dst []byte) ([]byte, bool) {
 	return dst, false
 }
 
-// Item is one thing a file yields, in file order: a Set, or an
-// acknowledgment Effect once its group or interchange is complete.
+// Item is one thing a file yields, in file order: a Set, an
+// acknowledgment Effect (ours to send) once its group or interchange is
+// complete, or the event of a received TA1.
 type Item struct {
 	Set *Set
 	Ack *Effect
+	// Received is the ack.received event of a TA1 segment the file
+	// carries (not part of any set), once its interchange is complete.
+	Received *Effect
 }
 
 // Config is what processing needs besides the file.
@@ -141,6 +162,10 @@ type Config struct {
 	// Claims) is valid only until emit returns: it is read by a parser
 	// reused from set to set.
 	NoEffects func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) bool, error)
+	// Originals, when set, names what ediwatch received before that a
+	// received acknowledgment answers (see Originals); nil: nothing is
+	// looked up.
+	Originals Originals
 }
 
 // File processes the file r and calls emit with every item in file order.
@@ -214,6 +239,13 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			}
 			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG,
 				noEffects != nil && noEffects(rd.Set()), &reuse)
+			if cfg.Originals != nil && set.Effects != nil && (set.Acks != nil || set.Statuses != nil) {
+				// Named only now: the lookups are queries, made outside
+				// processSet, which stays pure.
+				if set.Effects, err = answerEffects(ctx, cfg.Originals, rd.Interchange(), rd.Group(), set); err != nil {
+					return nil, err
+				}
+			}
 			results = append(results, res)
 			hashText = append(hashText[:0], set.ContentHash...)
 			groupHash.Write(hashText)
@@ -222,7 +254,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			}
 		case envelope.KindGroupEnd:
 			g := rd.Group()
-			if !cfg.NoAcks && verdictIX.EnvelopeValid() && ack.Wants999(g) {
+			if !cfg.NoAcks && verdictIX.EnvelopeValid() && ack.Wants999(g) && !answersOnly(results, cfg.Ack.Ack277) {
 				x, err := ack.Build999(ctx, rd.Interchange(), g, results, cfg.ControlNumbers, cfg.Ack)
 				if err != nil {
 					return nil, err
@@ -238,6 +270,17 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			groupIndex++
 		case envelope.KindInterchangeEnd:
 			ix := verdictIX // the complete interchange, trailer errors included
+			if len(ix.TA1) > 0 && ix.EnvelopeValid() {
+				for _, t := range ix.TA1 {
+					eff, err := ta1Effect(ctx, cfg.Originals, ix, t)
+					if err != nil {
+						return nil, err
+					}
+					if err := emit(Item{Received: &eff}); err != nil {
+						return nil, err
+					}
+				}
+			}
 			if !cfg.NoAcks && ack.WantsTA1(ix, onlyAcks(ix)) {
 				x, err := ack.BuildTA1(ctx, ix, cfg.ControlNumbers, cfg.Ack)
 				if err != nil {
@@ -301,6 +344,10 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 		out.Claims, out.Problems = reuse.claim.Parse(segs)
 	case s.Type == "837":
 		out.Claims, out.Problems = claim.Parse(segs)
+	case s.Type == "999" && !noEffects:
+		out.Acks = answer.Parse999(segs)
+	case answer.Is277CA(s) && !noEffects:
+		out.Statuses = answer.Parse277CA(segs)
 	}
 	if noEffects {
 		// The group's results keep the problems until its 999 is built,
@@ -417,6 +464,9 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 			out = append(out, Effect{Kind: KindClaim, Key: k[:n], OrderingKey: k[n:], Hash: hash,
 				Payload: bytes.Clone(joinHead(buf, at))})
 		}
+		return out
+	case s.Acks != nil || s.Statuses != nil:
+		out, _ := answerEffects(context.Background(), nil, ix, nil, s) // no lookup, no error
 		return out
 	}
 	return nil

@@ -170,6 +170,7 @@ func collectCount(query func(string) (Rows, func(), error), sql string, m map[st
 type Store interface {
 	inbox.Ingester
 	inbox.ClaimLookup
+	inbox.AnswerLookup
 	outbox.Store
 	Leases
 	inbox.Ledger

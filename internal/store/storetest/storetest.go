@@ -111,6 +111,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"CheckLease":                       testCheckLease,
 		"StaleFenceCommitsNothing":         testStaleFenceCommitsNothing,
 		"ControlNumbers":                   testControlNumbers,
+		"AnswerLookup":                     testAnswerLookup,
 		"Prune":                            testPrune,
 		"MigrateTwiceConcurrently":         testMigrateAgain,
 		"RejectedKeyReclaimedSameHash":     testRejectedKeyClaimedByNextProcessing,

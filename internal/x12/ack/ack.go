@@ -74,6 +74,10 @@ type Options struct {
 	Now func() time.Time
 	// EOL follows each segment terminator; default "\n".
 	EOL *string
+	// Ack277 answers groups of 277 sets with a 999 (the source's ack_277);
+	// by default a 277 is an acknowledgment, and acknowledgments are never
+	// acknowledged.
+	Ack277 bool
 }
 
 func (o Options) now() time.Time {

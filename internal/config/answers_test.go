@@ -1,0 +1,57 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReceivedAcknowledgmentRoutes: ack.received and claim.status may be
+// routed, need not be (a configuration written before them stays valid),
+// a misspelt kind is refused; ack_277 is off unless a source sets it.
+func TestReceivedAcknowledgmentRoutes(t *testing.T) {
+	write := func(routes string) string {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		os.WriteFile(path, []byte(`sinks:
+  s: {url: "https://x.example.test/"}
+routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s`+routes+`}
+sources:
+  - {name: a, type: local, directories: [/in], ack_277: true}
+  - {name: b, type: local, directories: [/in]}
+`), 0o600)
+		return path
+	}
+	c, err := Load(write(", ack.received: s, claim.status: s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Routes["ack.received"] != "s" || c.Routes["claim.status"] != "s" || !c.Sources[0].Ack277 || c.Sources[1].Ack277 {
+		t.Errorf("routes %v, sources %+v", c.Routes, c.Sources)
+	}
+	if _, err := Load(write("")); err != nil {
+		t.Errorf("without the optional kinds: %v", err)
+	}
+	if _, err := Load(write(", ack.recieved: s")); err == nil || !strings.Contains(err.Error(), "routes.ack.recieved") {
+		t.Errorf("a misspelt kind: %v", err)
+	}
+}
+
+// TestReceivedAcknowledgmentsNotToARawSink: a raw sink sends the X12 of
+// ediwatch's acknowledgments; an ack.received event has none, so routing
+// it there is refused rather than delivered as an empty body.
+func TestReceivedAcknowledgmentsNotToARawSink(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  s: {url: "https://x.example.test/"}
+  raw: {url: "https://x.example.test/x12", raw: true}
+routes: {payment.posted: s, claim.received: s, ack.999: raw, ack.ta1: raw, ack.received: raw, claim.status: raw}
+`), 0o600)
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "routes.ack.received: must name a sink without raw: true") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "routes.claim.status") {
+		t.Errorf("claim.status (always JSON) refused: %v", err)
+	}
+}

@@ -10,6 +10,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/metrics"
@@ -62,6 +64,38 @@ type RelayConfig struct {
 	// (default 5); it half-opens after BreakerTimeout (default 30s).
 	BreakerFailures uint32
 	BreakerTimeout  time.Duration
+	// Sinks holds per-sink settings by sink name; a sink it lacks, or a
+	// zero field, takes the relay-wide breaker settings above and no rate
+	// or concurrency limit.
+	Sinks map[string]SinkLimits
+}
+
+// SinkLimits are one sink's delivery settings. The rate and concurrency
+// limits hold within one relay (one process), shared by its workers: N
+// replicas together may send N times as much.
+type SinkLimits struct {
+	// BreakerFailures consecutive retryable failures open the sink's
+	// breaker (0: RelayConfig.BreakerFailures).
+	BreakerFailures uint32
+	// BreakerCooldown is how long the open breaker lets no request
+	// through before one trial request (half-open); 0:
+	// RelayConfig.BreakerTimeout.
+	BreakerCooldown time.Duration
+	// RateLimit caps requests per second to the sink (0: no cap). Requests
+	// are spaced evenly (a burst of one): the sink never sees more than
+	// one request every 1/RateLimit seconds from this process.
+	RateLimit float64
+	// Concurrency caps the requests in flight to the sink (0: no cap but
+	// Workers).
+	Concurrency int
+}
+
+// gate is what a request to one sink waits for: a free slot under its
+// concurrency and a token of its rate limit. Both are nil when unlimited.
+type gate struct {
+	cooldown time.Duration
+	slots    chan struct{}
+	limiter  *rate.Limiter
 }
 
 // Relay delivers the outbox. Run it with Run.
@@ -73,13 +107,19 @@ type Relay struct {
 	// replica lacks (a rolling config change) waits for a replica that has it.
 	sinkNames []string
 	breakers  map[string]*gobreaker.CircuitBreaker[sink.Result]
+	gates     map[string]*gate
 	log       *zap.Logger
 	m         *metrics.Metrics
 	now       func() time.Time
 	wake      chan struct{}
 }
 
-var errRetryable = errors.New("retryable delivery failure")
+var (
+	errRetryable = errors.New("retryable delivery failure")
+	// errNotAdmitted: the row went to a sink whose breaker was open
+	// without waiting at its gate, and the breaker half-opened since.
+	errNotAdmitted = errors.New("breaker half-opened while the row skipped the sink's gate")
+)
 
 // DefaultRelayConfig returns the values NewRelay gives the fields of a
 // RelayConfig left zero; the configuration's relay defaults are these.
@@ -123,12 +163,25 @@ func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Lo
 		cfg.BreakerTimeout = d.BreakerTimeout
 	}
 	r := &Relay{cfg: cfg, ob: ob, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
-		log: log, m: m, now: func() time.Time { return time.Now().UTC() }, wake: make(chan struct{}, 1)}
+		gates: map[string]*gate{}, log: log, m: m, now: func() time.Time { return time.Now().UTC() },
+		wake: make(chan struct{}, 1)}
 	for name := range sinks {
 		r.sinkNames = append(r.sinkNames, name)
+		lim := cfg.Sinks[name]
+		failures := cmp.Or(lim.BreakerFailures, cfg.BreakerFailures)
+		g := &gate{cooldown: cmp.Or(max(lim.BreakerCooldown, 0), cfg.BreakerTimeout)}
+		if lim.Concurrency > 0 {
+			g.slots = make(chan struct{}, lim.Concurrency)
+		}
+		if lim.RateLimit > 0 {
+			g.limiter = rate.NewLimiter(rate.Limit(lim.RateLimit), 1)
+		}
+		r.gates[name] = g
 		r.breakers[name] = gobreaker.NewCircuitBreaker[sink.Result](gobreaker.Settings{
-			Name: name, MaxRequests: 1, Timeout: cfg.BreakerTimeout,
-			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= cfg.BreakerFailures },
+			Name: name, MaxRequests: 1, Timeout: g.cooldown,
+			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+			// A row that never reached the sink is no outcome.
+			IsExcluded: func(err error) bool { return errors.Is(err, errNotAdmitted) },
 			OnStateChange: func(name string, from, to gobreaker.State) {
 				m.BreakerState.WithLabelValues(name).Set(float64(map[gobreaker.State]int{
 					gobreaker.StateClosed: 0, gobreaker.StateHalfOpen: 1, gobreaker.StateOpen: 2}[to]))
@@ -260,7 +313,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			r.release(work, b, row, why)
 			continue
 		}
-		delivered := r.deliver(work, row, b)
+		delivered := r.deliver(work, ctx, row, b)
 		if !delivered {
 			b.block(row)
 		}
@@ -407,8 +460,10 @@ func (r *Relay) rowLog(row Row) *zap.Logger {
 
 // deliver makes one attempt at row and records a failure at once; a
 // success is left in the batch to be recorded by the next flush. It
-// reports whether row was delivered.
-func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
+// reports whether row was delivered. Waiting at the sink's gate (its
+// concurrency and rate limit) ends when stop does, and the row is then
+// given back.
+func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 	log := r.rowLog(row)
 	now := r.now()
 	s, ok := r.sinks[row.Sink]
@@ -427,22 +482,42 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 			Response: row.LastResponse}, log)
 		return false
 	}
+	admitted, leave, err := r.admit(stop, row)
+	if err != nil {
+		r.release(ctx, b, row, "stopping")
+		return false
+	}
+	if admitted {
+		// The wait may have been long: the lease ticker went on extending
+		// the row's lease, but it may have been lost meanwhile.
+		if why := b.skip(row, r.now()); why != "" {
+			leave()
+			r.release(ctx, b, row, why)
+			return false
+		}
+		now = r.now()
+	}
 	start := time.Now()
 	res, err := r.breakers[row.Sink].Execute(func() (sink.Result, error) {
+		if !admitted {
+			return sink.Result{}, errNotAdmitted
+		}
 		res := s.Deliver(ctx, row.Message(), now)
 		if res.Outcome == sink.Retry {
 			return res, errRetryable
 		}
 		return res, nil
 	})
+	leave()
 	// The row leaves the ticker's care before its transition is recorded,
 	// so a transition is never mistaken for a lost lease.
 	if res.Outcome != sink.Delivered || err != nil {
 		b.finish(row, nil)
 	}
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) || errors.Is(err, errNotAdmitted) {
 		// The sink is down: wait without burning an attempt.
-		at := now.Add(backoff.Between(r.cfg.BreakerTimeout, 2*r.cfg.BreakerTimeout))
+		cooldown := r.gates[row.Sink].cooldown
+		at := now.Add(backoff.Between(cooldown, 2*cooldown))
 		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
 		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
 		return false
@@ -476,6 +551,37 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 		}
 	}
 	return false
+}
+
+// admit waits at the gate of row's sink: for a free slot under its
+// concurrency, then for a token of its rate limit. Waiting is neither an
+// attempt nor a failure: the breaker never sees it, and the batch's lease
+// ticker goes on extending the row's lease. Rows wait in batch order, so
+// ordering keys keep their order. A sink whose breaker is open is not
+// waited for (admitted is false): its row is snoozed without a request, so
+// neither a slot nor a token is spent on it. err is stop's error when the
+// relay stops while the row waits; leave frees the slot.
+func (r *Relay) admit(stop context.Context, row Row) (admitted bool, leave func(), err error) {
+	g := r.gates[row.Sink]
+	if r.breakers[row.Sink].State() == gobreaker.StateOpen {
+		return false, func() {}, nil
+	}
+	leave = func() {}
+	if g.slots != nil {
+		select {
+		case g.slots <- struct{}{}:
+			leave = func() { <-g.slots }
+		case <-stop.Done():
+			return false, nil, stop.Err()
+		}
+	}
+	if g.limiter != nil {
+		if err := g.limiter.Wait(stop); err != nil {
+			leave()
+			return false, nil, err
+		}
+	}
+	return true, leave, nil
 }
 
 func (r *Relay) dead(ctx context.Context, row Row, f Failure, log *zap.Logger) {

@@ -83,7 +83,9 @@ type SinkLimits struct {
 	BreakerCooldown time.Duration
 	// RateLimit caps requests per second to the sink (0: no cap). Requests
 	// are spaced evenly (a burst of one): the sink never sees more than
-	// one request every 1/RateLimit seconds from this process.
+	// one request every 1/RateLimit seconds from this process. A worker
+	// waits up to a second for a token; a row whose token is further off
+	// is put off until it is due, keeping its token.
 	RateLimit float64
 	// Concurrency caps the requests in flight to the sink (0: no cap but
 	// Workers).
@@ -96,6 +98,53 @@ type gate struct {
 	cooldown time.Duration
 	slots    chan struct{}
 	limiter  *rate.Limiter
+	mu       sync.Mutex
+	// held are the rate-limit tokens reserved for rows put off until
+	// their token is due, by outbox id, so a row that comes back uses the
+	// token it waited for instead of queueing again.
+	held map[int64]heldToken
+}
+
+type heldToken struct {
+	res *rate.Reservation
+	at  time.Time // when the token is due
+}
+
+// maxGateWait is the longest a worker waits for a sink's rate-limit token
+// with a row in hand; a row whose token is further off is put off until
+// then (no attempt counted) and the worker goes on with its batch, so a
+// sink with a low rate limit does not hold up the other sinks' rows.
+const maxGateWait = time.Second
+
+// token returns how long row must wait for its rate-limit token: the one
+// held for it when it was put off, or a new one. When the wait exceeds
+// maxGateWait the token stays held for row (put is true); otherwise it is
+// row's to use after the wait (cancel gives it back if the wait ends
+// early).
+func (g *gate) token(id int64) (wait time.Duration, put bool, cancel func()) {
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.held[id]
+	if ok {
+		delete(g.held, id)
+	} else {
+		res := g.limiter.ReserveN(now, 1)
+		t = heldToken{res: res, at: now.Add(res.DelayFrom(now))}
+	}
+	wait = t.at.Sub(now)
+	if wait <= maxGateWait {
+		return max(wait, 0), false, t.res.Cancel
+	}
+	// Tokens of rows that never came back (another replica took them) are
+	// forgotten once well past due; they were spent unused.
+	for k, h := range g.held {
+		if now.Sub(h.at) > time.Minute {
+			delete(g.held, k)
+		}
+	}
+	g.held[id] = t
+	return wait, true, nil
 }
 
 // Relay delivers the outbox. Run it with Run.
@@ -175,6 +224,7 @@ func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Lo
 		}
 		if lim.RateLimit > 0 {
 			g.limiter = rate.NewLimiter(rate.Limit(lim.RateLimit), 1)
+			g.held = map[int64]heldToken{}
 		}
 		r.gates[name] = g
 		r.breakers[name] = gobreaker.NewCircuitBreaker[sink.Result](gobreaker.Settings{
@@ -482,9 +532,19 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 			Response: row.LastResponse}, log)
 		return false
 	}
-	admitted, leave, err := r.admit(stop, row)
+	admitted, putOff, leave, err := r.admit(stop, row)
 	if err != nil {
 		r.release(ctx, b, row, "stopping")
+		return false
+	}
+	if putOff > 0 {
+		// Its rate-limit token is far off: the row waits in the store
+		// instead of holding this worker; later rows of its ordering key
+		// in the batch wait with it.
+		b.finish(row, nil)
+		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
+		at := r.now()
+		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, at, at.Add(putOff)), log)
 		return false
 	}
 	if admitted {
@@ -557,31 +617,45 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 // concurrency, then for a token of its rate limit. Waiting is neither an
 // attempt nor a failure: the breaker never sees it, and the batch's lease
 // ticker goes on extending the row's lease. Rows wait in batch order, so
-// ordering keys keep their order. A sink whose breaker is open is not
-// waited for (admitted is false): its row is snoozed without a request, so
-// neither a slot nor a token is spent on it. err is stop's error when the
-// relay stops while the row waits; leave frees the slot.
-func (r *Relay) admit(stop context.Context, row Row) (admitted bool, leave func(), err error) {
+// ordering keys keep their order. A token more than maxGateWait off is
+// held for the row, which is put off until then (putOff > 0, no slot
+// held). A sink whose breaker is open is not waited for (admitted is
+// false): its row is snoozed without a request, so neither a slot nor a
+// token is spent on it. err is stop's error when the relay stops while
+// the row waits; leave frees the slot.
+func (r *Relay) admit(stop context.Context, row Row) (admitted bool, putOff time.Duration, leave func(), err error) {
 	g := r.gates[row.Sink]
-	if r.breakers[row.Sink].State() == gobreaker.StateOpen {
-		return false, func() {}, nil
-	}
 	leave = func() {}
+	if r.breakers[row.Sink].State() == gobreaker.StateOpen {
+		return false, 0, leave, nil
+	}
 	if g.slots != nil {
 		select {
 		case g.slots <- struct{}{}:
 			leave = func() { <-g.slots }
 		case <-stop.Done():
-			return false, nil, stop.Err()
+			return false, 0, nil, stop.Err()
 		}
 	}
 	if g.limiter != nil {
-		if err := g.limiter.Wait(stop); err != nil {
+		wait, put, cancel := g.token(row.ID)
+		if put {
 			leave()
-			return false, nil, err
+			return false, wait, func() {}, nil
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-stop.Done():
+				cancel()
+				leave()
+				return false, 0, nil, stop.Err()
+			}
 		}
 	}
-	return true, leave, nil
+	return true, 0, leave, nil
 }
 
 func (r *Relay) dead(ctx context.Context, row Row, f Failure, log *zap.Logger) {

@@ -3,6 +3,8 @@ package outbox_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
@@ -228,49 +231,92 @@ func TestRateLimitWaitKeepsTheLease(t *testing.T) {
 	}
 }
 
-// TestStoppingRelayGivesBackRowsWaitingForTheSink: a sink allowing one
-// request every 1000s takes the first payment; the worker then waits for
-// a token with the rest of its batch. Stopping the relay ends the wait at
-// once: the waiting rows are given back pending, due, with no attempt
-// counted.
+// TestStoppingRelayGivesBackRowsWaitingForTheSink: rows waiting at a
+// sink's gate when the relay stops are given back at once: pending, due
+// now, with no attempt counted, and Run returns without waiting for the
+// gate. For a concurrency slot, one worker's request is held by the
+// receiver while the other worker waits for the only slot; the held
+// request is let go after the stop and is recorded as delivered. For a
+// rate-limit token (one per 0.95s), the worker waits for the second
+// row's token when the relay stops (if the machine is slow it may not
+// have reached the wait yet: the outcome is the same).
 func TestStoppingRelayGivesBackRowsWaitingForTheSink(t *testing.T) {
-	const payments = 3
-	rc := newReceiver(t, func(int) (int, http.Header) { return 200, nil })
-	st := drivertest.SQLite(t)
-	ingestPayments(t, st, payments)
-	s, _ := sink.New(sink.Config{Name: "ledger", URL: rc.URL, Timeout: 5 * time.Second})
-	r := outbox.NewRelay(outbox.RelayConfig{Workers: 1, Idle: 10 * time.Millisecond,
-		Sinks: map[string]outbox.SinkLimits{"ledger": {RateLimit: 0.001}}},
-		st, map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() { r.Run(ctx); close(stopped) }()
-	for end := time.Now().Add(time.Minute); countPrefix(rc, "payment:") < 1 && time.Now().Before(end); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond) // let the worker reach the next row's wait
-	cancel()
-	select {
-	case <-stopped:
-	case <-time.After(30 * time.Second): // a hang guard: the wait is 1000s
-		t.Fatal("the relay did not stop while a row waited for its sink's rate limit")
-	}
-	if n := countPrefix(rc, "payment:"); n != 1 {
-		t.Fatalf("%d payment requests, want 1", n)
-	}
-	c, _ := st.Counts(context.Background())
-	// The 999 came after the payments in the batch: it is given back too.
-	if c.Outbox[outbox.StatusPending] != payments || c.Outbox[outbox.StatusInflight] != 0 {
-		t.Errorf("outbox %v, want %d payments and the 999 given back pending", c.Outbox, payments-1)
-	}
-	for id := int64(1); id < 20; id++ {
-		row, err := st.GetOutbox(context.Background(), id)
-		if err != nil || row.Status != outbox.StatusPending {
-			continue
-		}
-		if row.Attempts != 0 || row.NextAttemptAt.After(time.Now()) {
-			t.Errorf("row given back with %s", brief(row))
-		}
+	for _, tc := range []struct {
+		name    string
+		workers int
+		limits  outbox.SinkLimits
+	}{
+		{"concurrency", 2, outbox.SinkLimits{Concurrency: 1}},
+		{"rate_limit", 1, outbox.SinkLimits{RateLimit: 1.05}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const payments = 3
+			ctx := context.Background()
+			hold, arrived := make(chan struct{}), make(chan struct{}, 10)
+			rc := counting(t, func(r *http.Request) {
+				if strings.HasPrefix(r.Header.Get("Idempotency-Key"), "payment:") {
+					arrived <- struct{}{}
+					if tc.name == "concurrency" {
+						<-hold
+					}
+				}
+			})
+			defer func() {
+				select {
+				case <-hold:
+				default:
+					close(hold)
+				}
+			}()
+			st := drivertest.SQLite(t)
+			ingestPayments(t, st, payments)
+			s, _ := sink.New(sink.Config{Name: "ledger", URL: rc.URL, Timeout: 5 * time.Second})
+			r := outbox.NewRelay(outbox.RelayConfig{Workers: tc.workers, Batch: 2, Idle: 10 * time.Millisecond,
+				Sinks: map[string]outbox.SinkLimits{"ledger": tc.limits}},
+				st, map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+			rctx, cancel := context.WithCancel(ctx)
+			stopped := make(chan struct{})
+			go func() { r.Run(rctx); close(stopped) }()
+			// Wait for the first payment request, then let the worker
+			// (or the other worker) reach the next row's wait.
+			select {
+			case <-arrived:
+			case <-time.After(time.Minute): // a hang guard
+				t.Fatal("no payment request")
+			}
+			time.Sleep(100 * time.Millisecond)
+			cancel()
+			if tc.name == "concurrency" {
+				close(hold) // the request in flight finishes and is recorded
+			}
+			select {
+			case <-stopped:
+			case <-time.After(30 * time.Second): // a hang guard
+				t.Fatal("the relay did not stop while a row waited at its sink's gate")
+			}
+			sent := countPrefix(rc, "payment:")
+			c, _ := st.Counts(ctx)
+			if sent < 1 || c.Outbox[outbox.StatusInflight] != 0 || c.Outbox[outbox.StatusDelivered] < sent {
+				t.Errorf("%d payment requests; outbox %v", sent, c.Outbox)
+			}
+			if tc.name == "concurrency" && sent != 1 {
+				t.Errorf("%d payment requests with one slot held, want 1", sent)
+			}
+			var pending int
+			for id := int64(1); id < 20; id++ {
+				row, err := st.GetOutbox(ctx, id)
+				if err != nil || row.Status != outbox.StatusPending {
+					continue
+				}
+				pending++
+				if row.Attempts != 0 || row.NextAttemptAt.After(time.Now()) {
+					t.Errorf("row given back with %s", brief(row))
+				}
+			}
+			if pending == 0 {
+				t.Error("no row was given back")
+			}
+		})
 	}
 }
 
@@ -282,4 +328,71 @@ func countPrefix(rc *receiver, prefix string) int {
 		}
 	}
 	return n
+}
+
+// TestRateLimitedSinkDoesNotHoldUpOtherSinks: one worker claims a batch
+// whose first rows go to a sink allowing one request every 10s and the
+// rest to an unlimited sink. The first limited row takes the token; the
+// others are put off until their tokens are due (pending, no attempt
+// counted) instead of holding the worker, so every payment is delivered
+// while the limited sink has seen a single request.
+func TestRateLimitedSinkDoesNotHoldUpOtherSinks(t *testing.T) {
+	const payments, limited = 6, 3
+	ctx := context.Background()
+	var mu sync.Mutex
+	var acksSeen, acksWhenPaid int
+	var paid int
+	rc := counting(t, func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.HasPrefix(r.Header.Get("Idempotency-Key"), "payment:") {
+			if paid++; paid == payments {
+				acksWhenPaid = acksSeen
+			}
+		} else {
+			acksSeen++
+		}
+	})
+	st := drivertest.SQLite(t)
+	ing, err := st.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "acks", MTime: time.Now(), CorrelationID: "c",
+		Now: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range limited {
+		key := fmt.Sprintf("rl-%d", i)
+		if err := ing.AddAck(ctx, outbox.Effect{Kind: "ack.999", Key: "ack999:" + key, OrderingKey: key, Sink: "acks",
+			Payload: json.RawMessage(`{"x12":"ISA~"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ing.Commit(ctx, inbox.FileIngested, ""); err != nil {
+		t.Fatal(err)
+	}
+	ingestPayments(t, st, payments)
+	s, _ := sink.New(sink.Config{Name: "ledger", URL: rc.URL, Timeout: 5 * time.Second})
+	r := outbox.NewRelay(outbox.RelayConfig{Workers: 1, Idle: 10 * time.Millisecond,
+		Sinks: map[string]outbox.SinkLimits{"acks": {RateLimit: 0.1}}},
+		st, map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	runUntil(t, r, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return paid == payments
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if acksWhenPaid != 1 {
+		t.Errorf("the limited sink had %d requests when the last payment went out, want 1: its rows held up the rest",
+			acksWhenPaid)
+	}
+	c, _ := st.Counts(ctx)
+	if c.Outbox[outbox.StatusInflight] != 0 || c.Outbox[outbox.StatusPending] < limited {
+		t.Errorf("outbox %v, want the limited sink's later rows pending", c.Outbox)
+	}
+	for id := int64(1); id <= limited; id++ {
+		row, err := st.GetOutbox(ctx, id)
+		if err == nil && row.Status == outbox.StatusPending && (row.Attempts != 0 || !row.NextAttemptAt.After(time.Now())) {
+			t.Errorf("put-off row %s: want no attempt counted and due later", brief(row))
+		}
+	}
 }

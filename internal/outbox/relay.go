@@ -61,7 +61,8 @@ type RelayConfig struct {
 	// wake-up comes (default 500ms).
 	Idle time.Duration
 	// BreakerFailures consecutive retryable failures open a sink's breaker
-	// (default 5); it half-opens after BreakerTimeout (default 30s).
+	// (default 5); it half-opens after BreakerTimeout (default 30s). A
+	// sink's SinkLimits may set its own.
 	BreakerFailures uint32
 	BreakerTimeout  time.Duration
 	// Sinks holds per-sink settings by sink name; a sink it lacks, or a
@@ -81,11 +82,12 @@ type SinkLimits struct {
 	// through before one trial request (half-open); 0:
 	// RelayConfig.BreakerTimeout.
 	BreakerCooldown time.Duration
-	// RateLimit caps requests per second to the sink (0: no cap). Requests
-	// are spaced evenly (a burst of one): the sink never sees more than
-	// one request every 1/RateLimit seconds from this process. A worker
+	// RateLimit caps requests per second to the sink (0: no cap): a token
+	// bucket with a burst of one, so requests are spaced 1/RateLimit apart
+	// and every request spends a token granted before it is sent. A worker
 	// waits up to a second for a token; a row whose token is further off
-	// is put off until it is due, keeping its token.
+	// is put off until it is due, keeping its token (spent even if the row
+	// is claimed again late).
 	RateLimit float64
 	// Concurrency caps the requests in flight to the sink (0: no cap but
 	// Workers).

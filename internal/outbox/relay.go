@@ -543,10 +543,16 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 		// Its rate-limit token is far off: the row waits in the store
 		// instead of holding this worker; later rows of its ordering key
 		// in the batch wait with it.
+		if why := b.skip(row, r.now()); why != "" {
+			r.release(ctx, b, row, why)
+			return false
+		}
 		b.finish(row, nil)
 		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
 		at := r.now()
-		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, at, at.Add(putOff)), log)
+		if r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, at, at.Add(putOff)), log) {
+			log.Debug("put off until its rate-limit token is due", zap.Duration("for", putOff))
+		}
 		return false
 	}
 	if admitted {

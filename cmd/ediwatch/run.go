@@ -114,16 +114,19 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	d := &daemon{store: st, reg: reg}
 
 	sinks := map[string]outbox.Deliverer{}
+	limits := map[string]outbox.SinkLimits{}
 	for name, sc := range cfg.Sinks {
 		s, err := buildSink(name, sc)
 		if err != nil {
 			return err
 		}
 		sinks[name] = progressSink{Deliverer: s, p: relayProgress}
+		limits[name] = sc.RelayLimits()
 	}
 	d.relay = outbox.NewRelay(outbox.RelayConfig{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
 		BackoffBase: cfg.Relay.Backoff.Base.D(), BackoffMax: cfg.Relay.Backoff.Max.D(), MaxAge: cfg.Relay.MaxAge.D(),
-		Lease: cfg.Relay.Lease.D(), DeadEvents: cfg.Routes[outbox.KindDeliveryDead]}, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
+		Lease: cfg.Relay.Lease.D(), DeadEvents: cfg.Routes[outbox.KindDeliveryDead], Sinks: limits},
+		progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
 	holder := store.NewHolderID()
 	for _, sc := range cfg.Sources {
 		src, err := buildSource(sc)
@@ -222,7 +225,8 @@ func buildSink(name string, sc config.Sink) (*sink.HTTP, error) {
 		}
 		headers[h] = strings.TrimSpace(string(b))
 	}
-	return sink.New(sink.Config{Name: name, URL: sc.URL, Secrets: secrets, Timeout: sc.Timeout.D(), Raw: sc.Raw, Headers: headers})
+	return sink.New(sink.Config{Name: name, URL: sc.URL, Secrets: secrets, Timeout: sc.Timeout.D(), Raw: sc.Raw, Mode: sc.Mode,
+		Headers: headers})
 }
 
 // incompleteGrace maps the configured grace to the poller's: 0s in the

@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -173,6 +174,33 @@ type Sink struct {
 	// AllowInsecure permits an http:// URL on a host other than loopback
 	// (payloads and signatures then cross the network in clear).
 	AllowInsecure bool `mapstructure:"allow_insecure"`
+	// Mode is the CloudEvents HTTP content mode: structured (default; the
+	// JSON event is the body) or binary (the event's data is the body, its
+	// attributes ce-* headers).
+	Mode string `mapstructure:"mode"`
+	// Breaker tunes the sink's circuit breaker.
+	Breaker Breaker `mapstructure:"breaker"`
+	// RateLimit caps the requests per second this process sends to the
+	// sink, shared by all relay workers (0: no cap). Each replica has its
+	// own: N replicas send up to N times as much.
+	RateLimit float64 `mapstructure:"rate_limit"`
+	// Concurrency caps the requests in flight from this process to the
+	// sink (0: no cap but relay.workers). Per replica, like RateLimit.
+	Concurrency int `mapstructure:"concurrency"`
+}
+
+// Breaker is a sink's circuit breaker: Failures consecutive retryable
+// failures open it; after Cooldown one trial request goes through
+// (half-open), and its success closes it.
+type Breaker struct {
+	Failures int      `mapstructure:"failures"`
+	Cooldown Duration `mapstructure:"cooldown"`
+}
+
+// RelayLimits returns the sink's settings as the relay takes them.
+func (s Sink) RelayLimits() outbox.SinkLimits {
+	return outbox.SinkLimits{BreakerFailures: uint32(min(max(s.Breaker.Failures, 0), math.MaxUint32)), BreakerCooldown: s.Breaker.Cooldown.D(),
+		RateLimit: s.RateLimit, Concurrency: s.Concurrency}
 }
 
 // Relay tunes delivery.
@@ -242,7 +270,19 @@ func sourceDefaults() map[string]any {
 	}
 }
 
-func sinkDefaults() map[string]any { return map[string]any{"timeout": sink.DefaultTimeout.String()} }
+func sinkDefaults() map[string]any {
+	// An empty breaker map lets breakerDefaults fill it when the key is
+	// absent.
+	return map[string]any{"timeout": sink.DefaultTimeout.String(), "mode": sink.ModeStructured,
+		"breaker": map[string]any{}}
+}
+
+// breakerDefaults are the relay-wide breaker settings every sink starts
+// from.
+func breakerDefaults() map[string]any {
+	r := outbox.DefaultRelayConfig()
+	return map[string]any{"failures": int(r.BreakerFailures), "cooldown": r.BreakerTimeout.String()}
+}
 
 // defaultsHook fills absent keys of each source and sink before decoding.
 func defaultsHook(from, to reflect.Type, data any) (any, error) {
@@ -252,6 +292,8 @@ func defaultsHook(from, to reflect.Type, data any) (any, error) {
 		defaults = sourceDefaults()
 	case reflect.TypeOf(Sink{}):
 		defaults = sinkDefaults()
+	case reflect.TypeOf(Breaker{}):
+		defaults = breakerDefaults()
 	default:
 		return data, nil
 	}
@@ -489,6 +531,21 @@ func (c *Config) Validate() error {
 		}
 		if s.Timeout <= 0 {
 			bad(p+".timeout", "must be positive", s.Timeout.D())
+		}
+		if s.Mode != sink.ModeStructured && s.Mode != sink.ModeBinary {
+			bad(p+".mode", "must be structured or binary", quote(s.Mode))
+		}
+		if s.Breaker.Failures < 1 {
+			bad(p+".breaker.failures", "must be at least 1", s.Breaker.Failures)
+		}
+		if s.Breaker.Cooldown <= 0 {
+			bad(p+".breaker.cooldown", "must be positive", s.Breaker.Cooldown.D())
+		}
+		if s.RateLimit < 0 || math.IsNaN(s.RateLimit) || math.IsInf(s.RateLimit, 0) {
+			bad(p+".rate_limit", "must be a number of requests per second, 0 for no limit", s.RateLimit)
+		}
+		if s.Concurrency < 0 {
+			bad(p+".concurrency", "must be 0 (no limit) or at least 1", s.Concurrency)
 		}
 	}
 	for kind, sink := range c.Routes {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ediwatch/ediwatch/internal/outbox"
 )
 
 // TestBadConfigs loads every testdata/*.bad.yaml and expects the error its
@@ -238,5 +240,44 @@ routes: {payment.posted: local, claim.received: local6, ack.999: named, ack.ta1:
 	}
 	if !c.Sinks["lan"].AllowInsecure || c.Sinks["local"].AllowInsecure {
 		t.Errorf("allow_insecure %+v", c.Sinks)
+	}
+}
+
+// TestSinkSettings: breaker, rate_limit, concurrency and mode are read per
+// sink; a breaker key left out keeps the relay-wide default (5 failures,
+// 30s), and a sink that sets none has no rate or concurrency limit and
+// the structured mode.
+func TestSinkSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  ledger:
+    url: "https://erp.example.test/r"
+    mode: binary
+    breaker: {failures: 3}
+    rate_limit: 2.5
+    concurrency: 4
+  acks: {url: "https://gw.example.test/acks", breaker: {cooldown: 2m}, rate_limit: 10}
+  chat: {url: "https://chat.example.test/hook"}
+`), 0o600)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]outbox.SinkLimits{}
+	for name, s := range c.Sinks {
+		got[name] = s.RelayLimits()
+	}
+	want := map[string]outbox.SinkLimits{
+		"ledger": {BreakerFailures: 3, BreakerCooldown: 30 * time.Second, RateLimit: 2.5, Concurrency: 4},
+		"acks":   {BreakerFailures: 5, BreakerCooldown: 2 * time.Minute, RateLimit: 10},
+		"chat":   {BreakerFailures: 5, BreakerCooldown: 30 * time.Second},
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("sinks.%s: %+v, want %+v", name, got[name], w)
+		}
+	}
+	if c.Sinks["ledger"].Mode != "binary" || c.Sinks["acks"].Mode != "structured" || c.Sinks["chat"].Mode != "structured" {
+		t.Errorf("modes %q %q %q", c.Sinks["ledger"].Mode, c.Sinks["acks"].Mode, c.Sinks["chat"].Mode)
 	}
 }

@@ -10,6 +10,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/metrics"
@@ -60,13 +62,96 @@ type RelayConfig struct {
 	// wake-up comes (default 500ms).
 	Idle time.Duration
 	// BreakerFailures consecutive retryable failures open a sink's breaker
-	// (default 5); it half-opens after BreakerTimeout (default 30s).
+	// (default 5); it half-opens after BreakerTimeout (default 30s). A
+	// sink's SinkLimits may set its own.
 	BreakerFailures uint32
 	BreakerTimeout  time.Duration
 	// DeadEvents is the sink delivery.dead events go to (the route of
 	// KindDeliveryDead), "" for none: each row of another kind that the
 	// relay dead-letters gets one, inserted with its Dead transition.
 	DeadEvents string
+	// Sinks holds per-sink settings by sink name; a sink it lacks, or a
+	// zero field, takes the relay-wide breaker settings above and no rate
+	// or concurrency limit.
+	Sinks map[string]SinkLimits
+}
+
+// SinkLimits are one sink's delivery settings. The rate and concurrency
+// limits hold within one relay (one process), shared by its workers: N
+// replicas together may send N times as much.
+type SinkLimits struct {
+	// BreakerFailures consecutive retryable failures open the sink's
+	// breaker (0: RelayConfig.BreakerFailures).
+	BreakerFailures uint32
+	// BreakerCooldown is how long the open breaker lets no request
+	// through before one trial request (half-open); 0:
+	// RelayConfig.BreakerTimeout.
+	BreakerCooldown time.Duration
+	// RateLimit caps requests per second to the sink (0: no cap): a token
+	// bucket with a burst of one, so requests are spaced 1/RateLimit apart
+	// and every request spends a token granted before it is sent. A worker
+	// waits up to a second for a token; a row whose token is further off
+	// is put off until it is due, keeping its token (spent even if the row
+	// is claimed again late).
+	RateLimit float64
+	// Concurrency caps the requests in flight to the sink (0: no cap but
+	// Workers).
+	Concurrency int
+}
+
+// gate is what a request to one sink waits for: a free slot under its
+// concurrency and a token of its rate limit. Both are nil when unlimited.
+type gate struct {
+	cooldown time.Duration
+	slots    chan struct{}
+	limiter  *rate.Limiter
+	mu       sync.Mutex
+	// held are the rate-limit tokens reserved for rows put off until
+	// their token is due, by outbox id, so a row that comes back uses the
+	// token it waited for instead of queueing again.
+	held map[int64]heldToken
+}
+
+type heldToken struct {
+	res *rate.Reservation
+	at  time.Time // when the token is due
+}
+
+// maxGateWait is the longest a worker waits for a sink's rate-limit token
+// with a row in hand; a row whose token is further off is put off until
+// then (no attempt counted) and the worker goes on with its batch, so a
+// sink with a low rate limit does not hold up the other sinks' rows.
+const maxGateWait = time.Second
+
+// token returns how long row must wait for its rate-limit token: the one
+// held for it when it was put off, or a new one. When the wait exceeds
+// maxGateWait the token stays held for row (put is true); otherwise it is
+// row's to use after the wait (cancel gives it back if the wait ends
+// early).
+func (g *gate) token(id int64) (wait time.Duration, put bool, cancel func()) {
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.held[id]
+	if ok {
+		delete(g.held, id)
+	} else {
+		res := g.limiter.ReserveN(now, 1)
+		t = heldToken{res: res, at: now.Add(res.DelayFrom(now))}
+	}
+	wait = t.at.Sub(now)
+	if wait <= maxGateWait {
+		return max(wait, 0), false, t.res.Cancel
+	}
+	// Tokens of rows that never came back (another replica took them) are
+	// forgotten once well past due; they were spent unused.
+	for k, h := range g.held {
+		if now.Sub(h.at) > time.Minute {
+			delete(g.held, k)
+		}
+	}
+	g.held[id] = t
+	return wait, true, nil
 }
 
 // Relay delivers the outbox. Run it with Run.
@@ -78,13 +163,19 @@ type Relay struct {
 	// replica lacks (a rolling config change) waits for a replica that has it.
 	sinkNames []string
 	breakers  map[string]*gobreaker.CircuitBreaker[sink.Result]
+	gates     map[string]*gate
 	log       *zap.Logger
 	m         *metrics.Metrics
 	now       func() time.Time
 	wake      chan struct{}
 }
 
-var errRetryable = errors.New("retryable delivery failure")
+var (
+	errRetryable = errors.New("retryable delivery failure")
+	// errNotAdmitted: the row went to a sink whose breaker was open
+	// without waiting at its gate, and the breaker half-opened since.
+	errNotAdmitted = errors.New("breaker half-opened while the row skipped the sink's gate")
+)
 
 // DefaultRelayConfig returns the values NewRelay gives the fields of a
 // RelayConfig left zero; the configuration's relay defaults are these.
@@ -128,12 +219,26 @@ func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Lo
 		cfg.BreakerTimeout = d.BreakerTimeout
 	}
 	r := &Relay{cfg: cfg, ob: ob, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
-		log: log, m: m, now: func() time.Time { return time.Now().UTC() }, wake: make(chan struct{}, 1)}
+		gates: map[string]*gate{}, log: log, m: m, now: func() time.Time { return time.Now().UTC() },
+		wake: make(chan struct{}, 1)}
 	for name := range sinks {
 		r.sinkNames = append(r.sinkNames, name)
+		lim := cfg.Sinks[name]
+		failures := cmp.Or(lim.BreakerFailures, cfg.BreakerFailures)
+		g := &gate{cooldown: cmp.Or(max(lim.BreakerCooldown, 0), cfg.BreakerTimeout)}
+		if lim.Concurrency > 0 {
+			g.slots = make(chan struct{}, lim.Concurrency)
+		}
+		if lim.RateLimit > 0 {
+			g.limiter = rate.NewLimiter(rate.Limit(lim.RateLimit), 1)
+			g.held = map[int64]heldToken{}
+		}
+		r.gates[name] = g
 		r.breakers[name] = gobreaker.NewCircuitBreaker[sink.Result](gobreaker.Settings{
-			Name: name, MaxRequests: 1, Timeout: cfg.BreakerTimeout,
-			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= cfg.BreakerFailures },
+			Name: name, MaxRequests: 1, Timeout: g.cooldown,
+			ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+			// A row that never reached the sink is no outcome.
+			IsExcluded: func(err error) bool { return errors.Is(err, errNotAdmitted) },
 			OnStateChange: func(name string, from, to gobreaker.State) {
 				m.BreakerState.WithLabelValues(name).Set(float64(map[gobreaker.State]int{
 					gobreaker.StateClosed: 0, gobreaker.StateHalfOpen: 1, gobreaker.StateOpen: 2}[to]))
@@ -265,7 +370,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			r.release(work, b, row, why)
 			continue
 		}
-		delivered := r.deliver(work, row, b)
+		delivered := r.deliver(work, ctx, row, b)
 		if !delivered {
 			b.block(row)
 		}
@@ -412,8 +517,10 @@ func (r *Relay) rowLog(row Row) *zap.Logger {
 
 // deliver makes one attempt at row and records a failure at once; a
 // success is left in the batch to be recorded by the next flush. It
-// reports whether row was delivered.
-func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
+// reports whether row was delivered. Waiting at the sink's gate (its
+// concurrency and rate limit) ends when stop does, and the row is then
+// given back.
+func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 	log := r.rowLog(row)
 	now := r.now()
 	s, ok := r.sinks[row.Sink]
@@ -432,22 +539,58 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 			Response: row.LastResponse}, "max_age", log)
 		return false
 	}
+	admitted, putOff, leave, err := r.admit(stop, row)
+	if err != nil {
+		r.release(ctx, b, row, "stopping")
+		return false
+	}
+	if putOff > 0 {
+		// Its rate-limit token is far off: the row waits in the store
+		// instead of holding this worker; later rows of its ordering key
+		// in the batch wait with it.
+		if why := b.skip(row, r.now()); why != "" {
+			r.release(ctx, b, row, why)
+			return false
+		}
+		b.finish(row, nil)
+		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
+		at := r.now()
+		if r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, at, at.Add(putOff)), log) {
+			log.Debug("put off until its rate-limit token is due", zap.Duration("for", putOff))
+		}
+		return false
+	}
+	if admitted {
+		// The wait may have been long: the lease ticker went on extending
+		// the row's lease, but it may have been lost meanwhile.
+		if why := b.skip(row, r.now()); why != "" {
+			leave()
+			r.release(ctx, b, row, why)
+			return false
+		}
+		now = r.now()
+	}
 	start := time.Now()
 	res, err := r.breakers[row.Sink].Execute(func() (sink.Result, error) {
+		if !admitted {
+			return sink.Result{}, errNotAdmitted
+		}
 		res := s.Deliver(ctx, row.Message(), now)
 		if res.Outcome == sink.Retry {
 			return res, errRetryable
 		}
 		return res, nil
 	})
+	leave()
 	// The row leaves the ticker's care before its transition is recorded,
 	// so a transition is never mistaken for a lost lease.
 	if res.Outcome != sink.Delivered || err != nil {
 		b.finish(row, nil)
 	}
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) || errors.Is(err, errNotAdmitted) {
 		// The sink is down: wait without burning an attempt.
-		at := now.Add(backoff.Between(r.cfg.BreakerTimeout, 2*r.cfg.BreakerTimeout))
+		cooldown := r.gates[row.Sink].cooldown
+		at := now.Add(backoff.Between(cooldown, 2*cooldown))
 		r.m.Deliveries.WithLabelValues(row.Sink, "snoozed").Inc()
 		r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
 		return false
@@ -484,6 +627,51 @@ func (r *Relay) deliver(ctx context.Context, row Row, b *batch) bool {
 		}
 	}
 	return false
+}
+
+// admit waits at the gate of row's sink: for a free slot under its
+// concurrency, then for a token of its rate limit. Waiting is neither an
+// attempt nor a failure: the breaker never sees it, and the batch's lease
+// ticker goes on extending the row's lease. Rows wait in batch order, so
+// ordering keys keep their order. A token more than maxGateWait off is
+// held for the row, which is put off until then (putOff > 0, no slot
+// held). A sink whose breaker is open is not waited for (admitted is
+// false): its row is snoozed without a request, so neither a slot nor a
+// token is spent on it. err is stop's error when the relay stops while
+// the row waits; leave frees the slot.
+func (r *Relay) admit(stop context.Context, row Row) (admitted bool, putOff time.Duration, leave func(), err error) {
+	g := r.gates[row.Sink]
+	leave = func() {}
+	if r.breakers[row.Sink].State() == gobreaker.StateOpen {
+		return false, 0, leave, nil
+	}
+	if g.slots != nil {
+		select {
+		case g.slots <- struct{}{}:
+			leave = func() { <-g.slots }
+		case <-stop.Done():
+			return false, 0, nil, stop.Err()
+		}
+	}
+	if g.limiter != nil {
+		wait, put, cancel := g.token(row.ID)
+		if put {
+			leave()
+			return false, wait, func() {}, nil
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-stop.Done():
+				cancel()
+				leave()
+				return false, 0, nil, stop.Err()
+			}
+		}
+	}
+	return true, 0, leave, nil
 }
 
 // attemptOf is the attempt history entry of a request made at now.

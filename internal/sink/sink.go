@@ -1,6 +1,7 @@
 // Package sink delivers messages (outbox rows, as the relay gives them) to HTTP endpoints under ediwatch's
-// delivery contract: a CloudEvents 1.0 JSON body (or the raw X12 of an
-// acknowledgment), an Idempotency-Key that is the effect key on every
+// delivery contract: a CloudEvents 1.0 event, structured (the JSON event as
+// the body) or binary (the data as the body, the attributes as ce-*
+// headers), or the raw X12 of an acknowledgment; an Idempotency-Key that is the effect key on every
 // attempt, Standard Webhooks signatures, traceparent and X-Correlation-ID.
 // Only 2xx is delivered; 408, 409 (the receiver is still processing that
 // Idempotency-Key), 425, 429, 5xx and network errors are retried; any
@@ -94,12 +95,25 @@ type Config struct {
 	Timeout time.Duration
 	// Raw sends acknowledgments as application/edi-x12 instead of JSON.
 	Raw bool
+	// Mode is the CloudEvents HTTP content mode: ModeStructured (the
+	// default when empty) or ModeBinary.
+	Mode string
 	// Headers are static headers (e.g. authorization), values from files.
 	Headers map[string]string
 	// Client is the HTTP client (default: TLS verified with the system
 	// roots, no redirects followed).
 	Client *http.Client
 }
+
+// The CloudEvents HTTP content modes (HTTP protocol binding 1.0.2, 3.1
+// and 3.2). Structured sends the whole event as the JSON body
+// (application/cloudevents+json); binary sends the event's data as the
+// body with its own content type and every other attribute as a ce-*
+// header.
+const (
+	ModeStructured = "structured"
+	ModeBinary     = "binary"
+)
 
 // DefaultTimeout is the Timeout of a Config that sets none.
 const DefaultTimeout = 30 * time.Second
@@ -122,6 +136,13 @@ func New(cfg Config) (*HTTP, error) {
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 64
 		cfg.Client = &http.Client{Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	switch cfg.Mode {
+	case "":
+		cfg.Mode = ModeStructured
+	case ModeStructured, ModeBinary:
+	default:
+		return nil, fmt.Errorf("sink %s: mode %q is not %s or %s", cfg.Name, cfg.Mode, ModeStructured, ModeBinary)
 	}
 	h := &HTTP{cfg: cfg}
 	for i, s := range cfg.Secrets {
@@ -165,7 +186,10 @@ type event struct {
 	Data            json.RawMessage `json:"data"`
 }
 
-// Body returns the request body and content type for a message.
+// Body returns the request body and content type for a message: in
+// structured mode the CloudEvents JSON event, in binary mode the event's
+// data alone (the payload, application/json); an acknowledgment of a raw
+// sink is its X12 text (application/edi-x12) in either mode.
 func (h *HTTP) Body(row Message) ([]byte, string, error) {
 	if h.cfg.Raw && strings.HasPrefix(row.Kind, "ack.") {
 		var a struct {
@@ -176,10 +200,60 @@ func (h *HTTP) Body(row Message) ([]byte, string, error) {
 		}
 		return []byte(a.X12), "application/edi-x12", nil
 	}
-	b, err := json.Marshal(event{SpecVersion: "1.0", ID: row.EffectKey, Source: "ediwatch", Type: "ediwatch." + row.Kind,
-		Time: row.CreatedAt.UTC().Format(time.RFC3339Nano), DataContentType: "application/json", Data: row.Payload})
+	if h.cfg.Mode == ModeBinary {
+		return row.Payload, "application/json", nil
+	}
+	b, err := json.Marshal(event{SpecVersion: "1.0", ID: row.EffectKey, Source: eventSource, Type: eventType(row.Kind),
+		Time: eventTime(row.CreatedAt), DataContentType: "application/json", Data: row.Payload})
 	return b, "application/cloudevents+json", err
 }
+
+// Attributes returns the ce-* headers of a binary-mode request: every
+// CloudEvents attribute but data and datacontenttype (the Content-Type
+// carries it), values percent-encoded as the HTTP protocol binding 1.0.2
+// section 3.1.3.2 asks. In structured mode it returns none: the event in
+// the body holds them, and a raw acknowledgment is no event.
+func (h *HTTP) Attributes(row Message) http.Header {
+	if h.cfg.Mode != ModeBinary {
+		return nil
+	}
+	return http.Header{
+		"Ce-Specversion": {"1.0"},
+		"Ce-Id":          {HeaderValue(row.EffectKey)},
+		"Ce-Source":      {HeaderValue(eventSource)},
+		"Ce-Type":        {HeaderValue(eventType(row.Kind))},
+		"Ce-Time":        {HeaderValue(eventTime(row.CreatedAt))},
+	}
+}
+
+// HeaderValue percent-encodes s for a ce-* header (CloudEvents HTTP
+// protocol binding 1.0.2, 3.1.3.2): space, double quote, percent and every
+// character outside printable ASCII (U+0021..U+007E) become %XX of their
+// UTF-8 bytes, upper-case hex. Invalid UTF-8 is first replaced by U+FFFD,
+// as encoding/json does in the structured body, so both modes carry the
+// same value.
+func HeaderValue(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	const hexdigits = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '%' {
+			b.WriteByte('%')
+			b.WriteByte(hexdigits[c>>4])
+			b.WriteByte(hexdigits[c&0xf])
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+const eventSource = "ediwatch"
+
+func eventType(kind string) string { return "ediwatch." + kind }
+
+func eventTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // Sign returns the webhook-signature header value for id, timestamp and
 // body: "v1,<base64 HMAC-SHA256>" per secret, space-separated.
@@ -242,6 +316,9 @@ func (h *HTTP) Deliver(ctx context.Context, row Message, now time.Time) Result {
 		return Result{Outcome: Dead, Err: err.Error()}
 	}
 	req.Header.Set("Content-Type", ctype)
+	for k, v := range h.Attributes(row) {
+		req.Header[k] = v
+	}
 	req.Header.Set("Idempotency-Key", row.EffectKey)
 	req.Header.Set("X-Correlation-ID", row.CorrelationID)
 	req.Header.Set("traceparent", traceparent(row.CorrelationID))

@@ -557,11 +557,6 @@ func (c *Config) Validate() error {
 		if _, ok := c.Sinks[sink]; !ok {
 			bad("routes."+kind, "must name a configured sink", quote(sink))
 		}
-		if kind == process.KindAckReceived && c.Sinks[sink].Raw {
-			// A raw sink sends the X12 of ediwatch's own acknowledgments;
-			// a received one is an event, with no X12 to send.
-			bad("routes."+kind, "must name a sink without raw: true", quote(sink))
-		}
 	}
 	if len(c.Sources) > 0 {
 		for _, kind := range process.EffectKinds() {

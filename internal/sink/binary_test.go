@@ -66,3 +66,27 @@ func TestBinaryModeBody(t *testing.T) {
 		t.Error("an unknown mode was accepted")
 	}
 }
+
+// TestRawSinkSendsOnlyItsOwnAcknowledgmentsAsX12: on a raw sink a 999 or
+// TA1 ediwatch generated goes as its X12 text; a partner's acknowledgment
+// (ack.received, whose payload has no x12 field) stays a CloudEvent with
+// its data, never an empty X12 body.
+func TestRawSinkSendsOnlyItsOwnAcknowledgmentsAsX12(t *testing.T) {
+	raw, err := New(Config{Name: "acks", URL: "https://x.example.test/", Raw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for _, kind := range []string{"ack.999", "ack.ta1"} {
+		body, ctype, err := raw.Body(Message{EffectKey: "k", Kind: kind, Payload: []byte(`{"x12":"ISA*00~"}`), CreatedAt: at})
+		if err != nil || string(body) != "ISA*00~" || ctype != "application/edi-x12" {
+			t.Errorf("%s: %q, %s, %v", kind, body, ctype, err)
+		}
+	}
+	data := `{"verdict":"accepted","ak202":"0001"}`
+	body, ctype, err := raw.Body(Message{EffectKey: "ackrcv:k", Kind: "ack.received", Payload: []byte(data), CreatedAt: at})
+	if err != nil || ctype != "application/cloudevents+json" || !strings.Contains(string(body), `"data":`+data) ||
+		!strings.Contains(string(body), `"type":"ediwatch.ack.received"`) {
+		t.Errorf("ack.received on a raw sink: %s, %s, %v", body, ctype, err)
+	}
+}

@@ -188,10 +188,12 @@ type event struct {
 
 // Body returns the request body and content type for a message: in
 // structured mode the CloudEvents JSON event, in binary mode the event's
-// data alone (the payload, application/json); an acknowledgment of a raw
-// sink is its X12 text (application/edi-x12) in either mode.
+// data alone (the payload, application/json); on a raw sink, an
+// acknowledgment ediwatch sends (ack.999, ack.ta1) is its X12 text
+// (application/edi-x12) in either mode, and every other kind (a received
+// acknowledgment's ack.received event among them) stays an event.
 func (h *HTTP) Body(row Message) ([]byte, string, error) {
-	if h.cfg.Raw && strings.HasPrefix(row.Kind, "ack.") {
+	if h.cfg.Raw && (row.Kind == "ack.999" || row.Kind == "ack.ta1") {
 		var a struct {
 			X12 string `json:"x12"`
 		}

@@ -171,6 +171,7 @@ type Store interface {
 	inbox.Ingester
 	inbox.ClaimLookup
 	outbox.Store
+	outbox.SinkStates
 	Leases
 	inbox.Ledger
 	Reconciler

@@ -689,6 +689,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit 
 	rows, err := s.pool.Query(ctx, `WITH due AS (
 		SELECT o.id FROM outbox o
 		WHERE o.status = 'pending' AND o.next_attempt_at <= $1 `+sinkFilter+`
+		  AND array_position(`+disabledSinksSQL+`, o.sink) IS NULL
 		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
 		                  AND p.id < o.id AND p.status IN ('pending', 'inflight'))
 		ORDER BY o.next_attempt_at, o.id
@@ -704,6 +705,91 @@ func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit 
 	out, err := collect(rows)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, err
+}
+
+// disabledSinksSQL is the array of disabled sinks: an uncorrelated
+// subquery, evaluated once per claim (an InitPlan), so the claim's walk of
+// outbox_due costs one lookup in a (usually empty) array per row.
+const disabledSinksSQL = `(SELECT coalesce(array_agg(d.sink), '{}') FROM sink_state d WHERE d.disabled)`
+
+// parkedSQL is the next attempt of a disabled sink's pending rows: so far
+// ahead that claims, which walk outbox_due in due order, never pass them.
+const parkedSQL = `'9999-12-31T00:00:00Z'::timestamptz`
+
+// DisableSink implements outbox.SinkStates. The sink_state row is written
+// first, so concurrent disables and enables of one sink take turns.
+func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("disable sink: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	tag, err := tx.Exec(ctx, `INSERT INTO sink_state (sink, disabled, since, reason, changed_by) VALUES ($1, true, $2, $3, $4)
+		ON CONFLICT (sink) DO UPDATE SET disabled = true, since = excluded.since, reason = excluded.reason,
+			changed_by = excluded.changed_by
+		WHERE NOT sink_state.disabled`, sink, now, reason, by)
+	if err != nil {
+		return false, fmt.Errorf("disable sink: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE outbox SET next_attempt_at = `+parkedSQL+`
+		WHERE sink = $1 AND status = 'pending'`, sink); err != nil {
+		return false, fmt.Errorf("disable sink: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("disable sink: %w", err)
+	}
+	return true, nil
+}
+
+// EnableSink implements outbox.SinkStates; the NOTIFY an ingest sends
+// wakes listening relays when it commits.
+func (s *Store) EnableSink(ctx context.Context, sink string, now time.Time) (bool, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	tag, err := tx.Exec(ctx, `UPDATE sink_state SET disabled = false, since = $2, reason = '', changed_by = ''
+		WHERE sink = $1 AND disabled`, sink, now)
+	if err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE outbox SET next_attempt_at = $2, age_from = $2
+		WHERE sink = $1 AND status = 'pending'`, sink, now); err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", NotifyChannel); err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	return true, nil
+}
+
+// SinkStates implements outbox.SinkStates.
+func (s *Store) SinkStates(ctx context.Context) ([]outbox.SinkState, error) {
+	rows, err := s.pool.Query(ctx, `SELECT sink, disabled, since, reason, changed_by FROM sink_state ORDER BY sink`)
+	if err != nil {
+		return nil, fmt.Errorf("sink states: %w", err)
+	}
+	defer rows.Close()
+	var out []outbox.SinkState
+	for rows.Next() {
+		var st outbox.SinkState
+		if err := rows.Scan(&st.Sink, &st.Disabled, &st.Since, &st.Reason, &st.By); err != nil {
+			return nil, fmt.Errorf("sink states: %w", err)
+		}
+		st.Since = st.Since.UTC()
+		out = append(out, st)
+	}
+	return out, rows.Err()
 }
 
 func (s *Store) fenced(ctx context.Context, sql string, args ...any) error {

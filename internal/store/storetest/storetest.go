@@ -107,6 +107,8 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"OrderingKeyOrder":                 testOrderingKey,
 		"RetrySnoozeDeadReplayDiscard":     testTransitions,
 		"Stats":                            testStats,
+		"DisabledSinkNeverClaimed":         testDisabledSinkNeverClaimed,
+		"DisableSinkConcurrently":          testDisableSinkConcurrently,
 		"Leases":                           testLeases,
 		"CheckLease":                       testCheckLease,
 		"StaleFenceCommitsNothing":         testStaleFenceCommitsNothing,

@@ -34,6 +34,7 @@ type Queue interface {
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
 	DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (bool, error)
+	ParkDisabled(ctx context.Context) (int, error)
 }
 
 // Deliverer makes one delivery attempt; sink.HTTP is one.
@@ -184,6 +185,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				} else if n > 0 {
 					r.log.Info("returned expired leases to pending", zap.Int("rows", n))
 				}
+				r.parkDisabled(ctx)
 			}
 		}
 	}()

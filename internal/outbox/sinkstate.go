@@ -50,6 +50,12 @@ type SinkStates interface {
 	EnableSink(ctx context.Context, sink string, now time.Time) (changed bool, err error)
 	// SinkStates returns every sink the store holds a state for, by name.
 	SinkStates(ctx context.Context) ([]SinkState, error)
+	// ParkDisabled parks the pending rows of disabled sinks that are not
+	// parked yet (rows that arrived, or were given back, after the
+	// disable), so claims do not walk past them; it returns how many. It
+	// takes turns with EnableSink, so a row an enable made due is never
+	// parked again. The relays call it with their lease reaper.
+	ParkDisabled(ctx context.Context) (int, error)
 }
 
 // goneMarks are the sinks this relay saw answer 410, and when: a row
@@ -103,4 +109,13 @@ func (r *Relay) sinkGone(ctx context.Context, row Row, res sink.Result, log *zap
 		r.m.SinkDisabled.WithLabelValues(row.Sink).Set(1)
 	}
 	r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
+}
+
+// parkDisabled parks what arrived for disabled sinks since the last call.
+func (r *Relay) parkDisabled(ctx context.Context) {
+	if n, err := r.ob.ParkDisabled(ctx); err != nil && ctx.Err() == nil {
+		r.log.Warn("parking the rows of disabled sinks", zap.Error(err))
+	} else if n > 0 {
+		r.log.Debug("parked rows of disabled sinks", zap.Int("rows", n))
+	}
 }

@@ -245,3 +245,33 @@ func TestDisabledSinkWaitsPastMaxAge(t *testing.T) {
 		}
 	})
 }
+
+// TestRelayParksRowsOfDisabledSink: rows that arrive for a disabled sink
+// are parked by the relays' lease reaper, so claims stop walking past
+// them; the other sink keeps delivering.
+func TestRelayParksRowsOfDisabledSink(t *testing.T) {
+	drivers(t, func(t *testing.T, st store.Store) {
+		if _, err := st.DisableSink(context.Background(), "ledger", "by hand", "operator", time.Now().UTC()); err != nil {
+			t.Fatal(err)
+		}
+		f := newSinkFixture(t, st, 2, http.StatusOK)
+		ls, _ := sink.New(sink.Config{Name: "ledger", URL: f.ledger.URL})
+		as, _ := sink.New(sink.Config{Name: "acks", URL: f.acks.URL})
+		// A 2s lease: the reaper (and so the parking) runs every second.
+		r := outbox.NewRelay(outbox.RelayConfig{Workers: 1, Idle: 20 * time.Millisecond, Lease: 2 * time.Second}, st,
+			map[string]outbox.Deliverer{"ledger": ls, "acks": as}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+		parked := func() bool {
+			rows := f.ledgerRows(t)
+			for _, r := range rows {
+				if r.NextAttemptAt.Year() != 9999 || r.Status != outbox.StatusPending {
+					return false
+				}
+			}
+			return len(rows) == 2
+		}
+		runUntil(t, r, func() bool { return f.stats("acks").Delivered == 2 && parked() })
+		if n := len(f.ledger.got()); n != 0 {
+			t.Errorf("the disabled sink got %d requests", n)
+		}
+	})
+}

@@ -781,6 +781,34 @@ func (s *Store) EnableSink(ctx context.Context, sink string, now time.Time) (boo
 	return true, nil
 }
 
+// ParkDisabled implements outbox.SinkStates. It locks the disabled
+// sinks' sink_state rows first, as EnableSink does, so an enable waits for
+// it or it sees the enable.
+func (s *Store) ParkDisabled(ctx context.Context) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("park disabled: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, `SELECT sink FROM sink_state WHERE disabled ORDER BY sink FOR UPDATE`)
+	if err != nil {
+		return 0, fmt.Errorf("park disabled: %w", err)
+	}
+	sinks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(sinks) == 0 {
+		return 0, err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE outbox SET next_attempt_at = `+parkedSQL+`
+		WHERE status = 'pending' AND next_attempt_at < `+parkedSQL+` AND sink = ANY($1)`, sinks)
+	if err != nil {
+		return 0, fmt.Errorf("park disabled: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("park disabled: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // SinkStates implements outbox.SinkStates.
 func (s *Store) SinkStates(ctx context.Context) ([]outbox.SinkState, error) {
 	rows, err := s.pool.Query(ctx, `SELECT sink, disabled, since, reason, changed_by FROM sink_state ORDER BY sink`)

@@ -15,8 +15,9 @@ import (
 //   - parked: the rows were waiting when the sink was disabled (the disable
 //     moves their next attempt out of the claims' way);
 //   - unparked: the rows arrived after the disable (due, so every claim
-//     walks past them: the cost of leaving a sink disabled while its
-//     rows pile up).
+//     walks past them until the relays' next ParkDisabled, every
+//     relay.lease/2);
+//   - reparked: the same rows after ParkDisabled.
 //
 // Run: go test ./internal/store/postgres -run XXX -bench ClaimBesideDisabledSink
 func BenchmarkClaimBesideDisabledSink(b *testing.B) {
@@ -71,6 +72,18 @@ func BenchmarkClaimBesideDisabledSink(b *testing.B) {
 		}
 		insert(b, s, "gone", t0.Add(-time.Minute))
 		insert(b, s, "ledger", t0)
+		claim(b, s)
+	})
+	b.Run("reparked", func(b *testing.B) {
+		s := newStore(b).(*Store)
+		if _, err := s.DisableSink(ctx, "gone", outbox.GoneReason, "relay", t0); err != nil {
+			b.Fatal(err)
+		}
+		insert(b, s, "gone", t0.Add(-time.Minute))
+		insert(b, s, "ledger", t0)
+		if parked, err := s.ParkDisabled(ctx); err != nil || parked != n {
+			b.Fatalf("parked %d: %v", parked, err)
+		}
 		claim(b, s)
 	})
 }

@@ -709,6 +709,28 @@ func (s *Store) EnableSink(ctx context.Context, sink string, now time.Time) (boo
 	return true, nil
 }
 
+// ParkDisabled implements outbox.SinkStates: one write transaction, so
+// it and EnableSink take turns.
+func (s *Store) ParkDisabled(ctx context.Context) (int, error) {
+	var disabled int
+	// Read first, outside a write transaction: most calls find no sink
+	// disabled and need not take the write lock.
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sink_state WHERE disabled`).Scan(&disabled); err != nil {
+		return 0, fmt.Errorf("park disabled: %w", err)
+	}
+	if disabled == 0 {
+		return 0, nil
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ?
+		WHERE status = 'pending' AND next_attempt_at < ? AND sink IN (SELECT sink FROM sink_state WHERE disabled)`,
+		parkedUS, parkedUS)
+	if err != nil {
+		return 0, fmt.Errorf("park disabled: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
 // SinkStates implements outbox.SinkStates.
 func (s *Store) SinkStates(ctx context.Context) ([]outbox.SinkState, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT sink, disabled, since, reason, changed_by FROM sink_state ORDER BY sink`)

@@ -122,6 +122,48 @@ func testDisableSinkConcurrently(t *testing.T, s store.Store) {
 	}
 }
 
+// testParkDisabled: rows that arrive for a disabled sink are parked by
+// ParkDisabled, once; other sinks' rows are untouched; enabling makes them
+// due again.
+func testParkDisabled(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if n, err := s.ParkDisabled(ctx); err != nil || n != 0 {
+		t.Fatalf("park with no sink disabled: %d %v", n, err)
+	}
+	if _, err := s.DisableSink(ctx, "ledger", "by hand", "operator", t0); err != nil {
+		t.Fatal(err)
+	}
+	addEffects(t, s, "late.x12",
+		outbox.Effect{Kind: "payment.posted", Key: "late", OrderingKey: "a", Sink: "ledger"},
+		outbox.Effect{Kind: "ack.999", Key: "ack", OrderingKey: "c", Sink: "acks"})
+	if r := rowByKey(t, s, "late"); r.NextAttemptAt.Year() == 9999 {
+		t.Fatal("a row that arrived after the disable is parked already")
+	}
+	if n, err := s.ParkDisabled(ctx); err != nil || n != 1 {
+		t.Fatalf("park: %d %v, want the late ledger row", n, err)
+	}
+	if n, err := s.ParkDisabled(ctx); err != nil || n != 0 {
+		t.Fatalf("park again: %d %v, want nothing", n, err)
+	}
+	if r := rowByKey(t, s, "late"); r.NextAttemptAt.Year() != 9999 || r.Status != outbox.StatusPending {
+		t.Errorf("late row %s, next attempt %s, want pending and parked", r.Status, r.NextAttemptAt)
+	}
+	if r := rowByKey(t, s, "ack"); !r.NextAttemptAt.Equal(t0) {
+		t.Errorf("the acks row moved to %s", r.NextAttemptAt)
+	}
+	enabledAt := t0.Add(time.Hour)
+	if _, err := s.EnableSink(ctx, "ledger", enabledAt); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.ParkDisabled(ctx); err != nil || n != 0 {
+		t.Fatalf("park after the enable: %d %v", n, err)
+	}
+	rows, err := s.Claim(ctx, enabledAt, []string{"ledger"}, 10, time.Minute)
+	if err != nil || len(rows) != 1 || rows[0].EffectKey != "late" {
+		t.Errorf("claim after the enable: %v %v", rows, err)
+	}
+}
+
 // rowByKey returns the outbox row with effect key key.
 func rowByKey(t *testing.T, s store.Store, key string) outbox.Row {
 	t.Helper()

@@ -109,6 +109,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"Stats":                            testStats,
 		"DisabledSinkNeverClaimed":         testDisabledSinkNeverClaimed,
 		"DisableSinkConcurrently":          testDisableSinkConcurrently,
+		"ParkDisabledRowsArrivedLater":     testParkDisabled,
 		"Leases":                           testLeases,
 		"CheckLease":                       testCheckLease,
 		"StaleFenceCommitsNothing":         testStaleFenceCommitsNothing,

@@ -74,7 +74,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newInspectCmd(stdout, stderr), newAckCmd(stdout, stderr), newMigrateCmd(stdout),
-		newIngestCmd(stdout, stderr), newDLQCmd(stdout), newRunCmd(stderr),
+		newIngestCmd(stdout, stderr), newDLQCmd(stdout), newSinkCmd(stdout), newRunCmd(stderr),
 		newDemoCmd(stdout, stderr), newCheckConfigCmd(stdout),
 		newReconcileCmd(stdout), newVersionCmd(stdout))
 	return root

@@ -184,7 +184,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	}
 	pruner := &outbox.Pruner{Store: st, Keys: cfg.Retention.Keys.D(), Holder: store.NewHolderID(), Log: log.Named("maintenance")}
 	g.Go(func() error { return pruner.Run(gctx) })
-	gauges := &outbox.Gauges{Store: st, Metrics: m, Log: log.Named("gauges"), Every: 15 * time.Second,
+	gauges := &outbox.Gauges{Store: st, States: st, Metrics: m, Log: log.Named("gauges"), Every: 15 * time.Second,
 		Divergent: func(ctx context.Context, now time.Time) (bool, error) {
 			rep, err := reconcile.Run(ctx, st, now.Add(-24*time.Hour), time.Hour, now)
 			if err != nil {

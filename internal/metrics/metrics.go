@@ -27,6 +27,9 @@ type Metrics struct {
 	DeliveryAttempts *prometheus.CounterVec // sink, class: 2xx, 3xx, 4xx, 5xx, network, timeout, unsent
 	BreakerState     *prometheus.GaugeVec   // sink: 0 closed, 1 half-open, 2 open
 	LeaseLost        prometheus.Counter
+	// SinkDisabled is 1 while a sink is disabled (a 410 Gone, or an
+	// operator), as the store records it for every replica.
+	SinkDisabled *prometheus.GaugeVec // sink
 
 	OutboxPending       *prometheus.GaugeVec // sink
 	OutboxDead          *prometheus.GaugeVec // sink: the DLQ depth
@@ -66,7 +69,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.SourceOverdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_source_overdue",
 		Help: "1 once the source has sent no new file for longer than its expect_every (counted from its last file, or from this process's start before any)."}, []string{"source"})
 	m.Deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_deliveries_total",
-		Help: "Delivery attempts, by sink and outcome (delivered, retry, dead, snoozed)."}, []string{"sink", "outcome"})
+		Help: "Delivery attempts, by sink and outcome (delivered, retry, dead, snoozed, gone: a 410 that disabled the sink)."}, []string{"sink", "outcome"})
 	m.DeliveryLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ediwatch_delivery_duration_seconds",
 		Help: "Duration of one delivery attempt.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"sink"})
 	m.DeliveryAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_delivery_attempts_total",
@@ -77,6 +80,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Circuit breaker state per sink: 0 closed, 1 half-open, 2 open."}, []string{"sink"})
 	m.LeaseLost = prometheus.NewCounter(prometheus.CounterOpts{Name: "ediwatch_outbox_lease_lost_total",
 		Help: "Outbox transitions refused because the row's lease had passed to another relay."})
+	m.SinkDisabled = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_sink_disabled",
+		Help: "1 while the sink is disabled (its receiver answered 410 Gone, or an operator disabled it): its rows wait undelivered until `ediwatch sink enable`."}, []string{"sink"})
+	reg.MustRegister(m.SinkDisabled)
 	m.OutboxPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_outbox_pending",
 		Help: "Outbox rows waiting for delivery (pending or in flight), per sink."}, []string{"sink"})
 	m.OutboxDead = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_outbox_dead",
@@ -122,6 +128,8 @@ func (m *Metrics) Init(sources, sinks []string) {
 		for _, c := range []string{"2xx", "3xx", "4xx", "5xx", "network", "timeout"} {
 			m.DeliveryAttempts.WithLabelValues(s, c)
 		}
+		m.SinkDisabled.WithLabelValues(s)
+		m.Deliveries.WithLabelValues(s, "gone")
 		m.OutboxPending.WithLabelValues(s)
 		m.OutboxDead.WithLabelValues(s)
 		m.OutboxOldestPending.WithLabelValues(s)

@@ -77,7 +77,12 @@ type Gauges struct {
 	Store StatsStore
 	// Divergent reports whether reconciliation at now finds a divergence.
 	Divergent func(ctx context.Context, now time.Time) (bool, error)
-	Metrics   *metrics.Metrics
+	// States, when set, gives ediwatch_sink_disabled the store's view, so
+	// every replica exports what any of them (or an operator) decided.
+	States interface {
+		SinkStates(ctx context.Context) ([]SinkState, error)
+	}
+	Metrics *metrics.Metrics
 	// Log is told when the store cannot be read.
 	Log   *zap.Logger
 	Every time.Duration
@@ -109,10 +114,30 @@ func (g *Gauges) Run(ctx context.Context) error {
 		} else if ctx.Err() == nil {
 			g.Log.Warn("outbox stats for the gauges failed", zap.Error(err))
 		}
+		g.setSinkDisabled(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(g.Every):
 		}
+	}
+}
+
+// setSinkDisabled sets ediwatch_sink_disabled from the store's sink
+// states; a sink the store holds no state for keeps its value (0 from
+// metrics.Init).
+func (g *Gauges) setSinkDisabled(ctx context.Context) {
+	if g.States == nil {
+		return
+	}
+	states, err := g.States.SinkStates(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			g.Log.Warn("sink states for the gauges failed", zap.Error(err))
+		}
+		return
+	}
+	for _, s := range states {
+		g.Metrics.SinkDisabled.WithLabelValues(s.Sink).Set(map[bool]float64{false: 0, true: 1}[s.Disabled])
 	}
 }

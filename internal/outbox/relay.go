@@ -36,6 +36,8 @@ type Queue interface {
 	Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
+	DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (bool, error)
+	ParkDisabled(ctx context.Context) (int, error)
 }
 
 // Deliverer makes one delivery attempt; sink.HTTP is one.
@@ -168,6 +170,8 @@ type Relay struct {
 	m         *metrics.Metrics
 	now       func() time.Time
 	wake      chan struct{}
+	// gone are the sinks this relay saw answer 410 Gone.
+	gone goneMarks
 }
 
 var (
@@ -291,6 +295,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				} else if n > 0 {
 					r.log.Info("returned expired leases to pending", zap.Int("rows", n))
 				}
+				r.parkDisabled(ctx)
 			}
 		}
 	}()
@@ -529,6 +534,12 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 		r.release(ctx, b, row, "no sink named "+row.Sink)
 		return false
 	}
+	if r.gone.since(row.Sink, row.UpdatedAt) {
+		// Claimed (updated_at is the claim time) before its sink answered
+		// 410 here; later claims leave the disabled sink's rows out.
+		r.release(ctx, b, row, "its sink answered 410 Gone")
+		return false
+	}
 	ageFrom := row.AgeFrom
 	if ageFrom.IsZero() {
 		ageFrom = row.CreatedAt
@@ -608,6 +619,8 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 		return true
 	case sink.Dead:
 		r.dead(ctx, row, fail, "rejected", log)
+	case sink.Gone:
+		r.sinkGone(ctx, row, res, log)
 	case sink.Retry:
 		if row.Attempts >= r.cfg.MaxAttempts {
 			fail.Error = fmt.Sprintf("max_attempts (%d) exhausted; last error: %s", r.cfg.MaxAttempts, res.Err)

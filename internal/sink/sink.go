@@ -4,8 +4,9 @@
 // headers), or the raw X12 of an acknowledgment; an Idempotency-Key that is the effect key on every
 // attempt, Standard Webhooks signatures, traceparent and X-Correlation-ID.
 // Only 2xx is delivered; 408, 409 (the receiver is still processing that
-// Idempotency-Key), 425, 429, 5xx and network errors are retried; any
-// other status is dead.
+// Idempotency-Key), 425, 429, 5xx and network errors are retried; 410
+// Gone says the sink is gone (the relay disables it and keeps its rows);
+// any other status is dead.
 package sink
 
 import (
@@ -49,6 +50,9 @@ const (
 	Delivered Outcome = iota + 1
 	Retry
 	Dead
+	// Gone: the receiver answered 410 Gone (Standard Webhooks: the
+	// endpoint is gone for good). The sink is disabled, not the row.
+	Gone
 )
 
 func (o Outcome) String() string {
@@ -59,6 +63,8 @@ func (o Outcome) String() string {
 		return "retry"
 	case Dead:
 		return "dead"
+	case Gone:
+		return "gone"
 	}
 	return "unknown"
 }
@@ -361,6 +367,8 @@ func Classify(status int, retryAfter string, excerpt []byte, now time.Time) Resu
 		// processing a request with this key; the outcome is unknown yet.
 		r.Outcome = Retry
 		r.RetryAfter = parseRetryAfter(retryAfter, now)
+	case status == http.StatusGone:
+		r.Outcome = Gone
 	default:
 		r.Outcome = Dead
 	}

@@ -172,6 +172,7 @@ type Store interface {
 	inbox.ClaimLookup
 	inbox.AnswerLookup
 	outbox.Store
+	outbox.SinkStates
 	Leases
 	inbox.Ledger
 	Reconciler

@@ -638,6 +638,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit 
 		attempts = attempts + 1, updated_at = ?
 		WHERE id IN (SELECT o.id FROM outbox o
 			WHERE o.status = 'pending' AND o.next_attempt_at <= ?`+sinkFilter+`
+			  AND o.sink NOT IN (SELECT d.sink FROM sink_state d WHERE d.disabled)
 			  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
 			                  AND p.id < o.id AND p.status IN ('pending', 'inflight'))
 			ORDER BY o.next_attempt_at, o.id LIMIT ?)
@@ -648,6 +649,106 @@ func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit 
 	out, err := collect(rows)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, err
+}
+
+// parkedUS is the next attempt of a disabled sink's pending rows
+// (9999-12-31T00:00:00Z): so far ahead that claims, which walk outbox_due
+// in due order, never pass them.
+const parkedUS = 253402214400000000
+
+// DisableSink implements outbox.SinkStates: one write transaction.
+func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("disable sink: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `INSERT INTO sink_state (sink, disabled, since, reason, changed_by) VALUES (?, 1, ?, ?, ?)
+		ON CONFLICT (sink) DO UPDATE SET disabled = 1, since = excluded.since, reason = excluded.reason,
+			changed_by = excluded.changed_by
+		WHERE NOT sink_state.disabled`, sink, us(now), reason, by)
+	if err != nil {
+		return false, fmt.Errorf("disable sink: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ? WHERE sink = ? AND status = 'pending'`,
+		parkedUS, sink); err != nil {
+		return false, fmt.Errorf("disable sink: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("disable sink: %w", err)
+	}
+	return true, nil
+}
+
+// EnableSink implements outbox.SinkStates: one write transaction. SQLite
+// has no notifications: relays find the rows at their next idle claim.
+func (s *Store) EnableSink(ctx context.Context, sink string, now time.Time) (bool, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE sink_state SET disabled = 0, since = ?, reason = '', changed_by = ''
+		WHERE sink = ? AND disabled`, us(now), sink)
+	if err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ?, age_from = ? WHERE sink = ? AND status = 'pending'`,
+		us(now), us(now), sink); err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("enable sink: %w", err)
+	}
+	return true, nil
+}
+
+// ParkDisabled implements outbox.SinkStates: one write transaction, so
+// it and EnableSink take turns.
+func (s *Store) ParkDisabled(ctx context.Context) (int, error) {
+	var disabled int
+	// Read first, outside a write transaction: most calls find no sink
+	// disabled and need not take the write lock.
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sink_state WHERE disabled`).Scan(&disabled); err != nil {
+		return 0, fmt.Errorf("park disabled: %w", err)
+	}
+	if disabled == 0 {
+		return 0, nil
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET next_attempt_at = ?
+		WHERE status = 'pending' AND next_attempt_at < ? AND sink IN (SELECT sink FROM sink_state WHERE disabled)`,
+		parkedUS, parkedUS)
+	if err != nil {
+		return 0, fmt.Errorf("park disabled: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// SinkStates implements outbox.SinkStates.
+func (s *Store) SinkStates(ctx context.Context) ([]outbox.SinkState, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT sink, disabled, since, reason, changed_by FROM sink_state ORDER BY sink`)
+	if err != nil {
+		return nil, fmt.Errorf("sink states: %w", err)
+	}
+	defer rows.Close()
+	var out []outbox.SinkState
+	for rows.Next() {
+		var st outbox.SinkState
+		var since int64
+		if err := rows.Scan(&st.Sink, &st.Disabled, &since, &st.Reason, &st.By); err != nil {
+			return nil, fmt.Errorf("sink states: %w", err)
+		}
+		st.Since = fromUS(since)
+		out = append(out, st)
+	}
+	return out, rows.Err()
 }
 
 func (s *Store) fenced(ctx context.Context, q string, args ...any) error {

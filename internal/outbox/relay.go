@@ -35,6 +35,7 @@ type Queue interface {
 	Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error
 	Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
+	GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *Attempt) error
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
 	DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (bool, error)
 	ParkDisabled(ctx context.Context) (int, error)
@@ -620,7 +621,7 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 	case sink.Dead:
 		r.dead(ctx, row, fail, "rejected", log)
 	case sink.Gone:
-		r.sinkGone(ctx, row, res, log)
+		r.sinkGone(ctx, row, res, att, log)
 	case sink.Retry:
 		if row.Attempts >= r.cfg.MaxAttempts {
 			fail.Error = fmt.Sprintf("max_attempts (%d) exhausted; last error: %s", r.cfg.MaxAttempts, res.Err)

@@ -132,7 +132,9 @@ type Attempt struct {
 	// replayed row keeps its history. Set by the store; ignored on write.
 	Seq int
 	// Number is the row's attempt count in the life it was made in (the
-	// count a replay resets). Set by the store; ignored on write.
+	// count a replay resets). Set by the store from the row; on write a
+	// non-zero Number is kept instead (GiveBack: a request made as attempt
+	// n whose count is given back).
 	Number  int
 	At      time.Time
 	Latency time.Duration
@@ -236,6 +238,11 @@ type Store interface {
 	// Snooze returns a claimed row to pending, due at at, without counting
 	// the attempt (e.g. its sink's circuit breaker is open).
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
+	// GiveBack is Snooze for a request that was made but is not counted
+	// against the row (its receiver answered 410 Gone and the sink is
+	// disabled): it records a in the row's history, numbered a.Number, in
+	// the same transaction.
+	GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *Attempt) error
 	// ReapExpired returns rows whose lease expired to pending.
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
 	// ListDead lists the dead rows f selects, oldest first.

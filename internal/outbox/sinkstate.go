@@ -88,7 +88,8 @@ func (g *goneMarks) since(name string, claimed time.Time) bool {
 // and gives row back pending without an attempt counted, to wait for
 // `ediwatch sink enable`. If the store cannot record the disable, the row
 // waits a backoff (still no attempt counted) and its next 410 tries again.
-func (r *Relay) sinkGone(ctx context.Context, row Row, res sink.Result, log *zap.Logger) {
+// The request is in the row's history (att), numbered as claimed.
+func (r *Relay) sinkGone(ctx context.Context, row Row, res sink.Result, att *Attempt, log *zap.Logger) {
 	r.m.Deliveries.WithLabelValues(row.Sink, "gone").Inc()
 	now := r.now()
 	r.gone.mark(row.Sink, now)
@@ -108,7 +109,8 @@ func (r *Relay) sinkGone(ctx context.Context, row Row, res sink.Result, log *zap
 	if err == nil {
 		r.m.SinkDisabled.WithLabelValues(row.Sink).Set(1)
 	}
-	r.fence(r.ob.Snooze(ctx, row.ID, row.LeaseToken, now, at), log)
+	att.Number = row.Attempts
+	r.fence(r.ob.GiveBack(ctx, row.ID, row.LeaseToken, now, at, att), log)
 }
 
 // parkDisabled parks what arrived for disabled sinks since the last call.

@@ -157,10 +157,27 @@ func TestGoneDisablesTheSink(t *testing.T) {
 		if len(rows) != files {
 			t.Fatalf("%d ledger rows, want %d", len(rows), files)
 		}
+		gone := 0
 		for _, r := range rows {
 			if r.Status != outbox.StatusPending || r.Attempts != 0 {
 				t.Errorf("ledger row %d: %s after %d attempts, want pending with no attempt counted", r.ID, r.Status, r.Attempts)
 			}
+			// The 410 was a request: it is in its row's history (numbered
+			// as claimed, though not counted); the rows given back unsent
+			// have none.
+			h, err := st.Attempts(context.Background(), r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range h {
+				if a.HTTPStatus != http.StatusGone || a.Class != "4xx" || a.Number != 1 {
+					t.Errorf("ledger row %d: attempt %+v, want the 410 as attempt 1", r.ID, a)
+				}
+			}
+			gone += len(h)
+		}
+		if gone != 1 {
+			t.Errorf("%d attempts in the ledger rows' histories, want the one 410", gone)
 		}
 		if got := testutil.ToFloat64(m.SinkDisabled.WithLabelValues("ledger")); got != 1 {
 			t.Errorf("ediwatch_sink_disabled{sink=ledger} = %v at once on the 410, want 1", got)

@@ -906,7 +906,7 @@ func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, no
 			WHERE a.outbox_id = h.id AND a.seq <= h.last + 1 - ` + arg(outbox.AttemptsKept, "int") + `),
 		ins AS (INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error,
 			response_size, response)
-			SELECT id, last + 1, attempts, ` + arg(a.At, "timestamptz") + `, ` + arg(a.Latency.Microseconds(), "bigint") + `, ` +
+			SELECT id, last + 1, coalesce(nullif(` + arg(a.Number, "int") + `, 0), attempts), ` + arg(a.At, "timestamptz") + `, ` + arg(a.Latency.Microseconds(), "bigint") + `, ` +
 			arg(a.HTTPStatus, "int") + `, ` + arg(a.Class, "text") + `, ` + arg(a.Error, "text") + `, ` +
 			arg(a.ResponseSize, "bigint") + `, ` + arg(a.Response, "text") + ` FROM h)`
 	}
@@ -996,6 +996,13 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $4, attempts = greatest(attempts - 1, 0), updated_at = $3
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, id, token, now, at)
+}
+
+// GiveBack implements outbox.Store.
+func (s *Store) GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *outbox.Attempt) error {
+	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
+		next_attempt_at = $4, attempts = greatest(attempts - 1, 0), updated_at = $3
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, []any{id, token, now, at}, now, a, nil)
 }
 
 // ReapExpired implements outbox.Store.

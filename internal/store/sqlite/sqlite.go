@@ -885,10 +885,10 @@ func recordAttempt(ctx context.Context, tx *sql.Tx, id int64, token string, a *o
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status,
 		class, error, response_size, response)
-		SELECT id, coalesce((SELECT max(seq) FROM outbox_attempt WHERE outbox_id = outbox.id), 0) + 1, attempts,
-			?, ?, ?, ?, ?, ?, ?
+		SELECT id, coalesce((SELECT max(seq) FROM outbox_attempt WHERE outbox_id = outbox.id), 0) + 1,
+			coalesce(nullif(?, 0), attempts), ?, ?, ?, ?, ?, ?, ?
 		FROM outbox WHERE id = ? AND lease_token = ? AND status = 'inflight'`,
-		us(a.At), a.Latency.Microseconds(), a.HTTPStatus, a.Class, a.Error, a.ResponseSize, a.Response, id, token)
+		a.Number, us(a.At), a.Latency.Microseconds(), a.HTTPStatus, a.Class, a.Error, a.ResponseSize, a.Response, id, token)
 	if err != nil {
 		return fmt.Errorf("record attempt: %w", err)
 	}
@@ -948,6 +948,13 @@ func (s *Store) Attempts(ctx context.Context, id int64) ([]outbox.Attempt, error
 func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time.Time) error {
 	return s.fenced(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = ?, attempts = max(attempts - 1, 0), updated_at = ?
+		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), us(now), id, token)
+}
+
+// GiveBack implements outbox.Store.
+func (s *Store) GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *outbox.Attempt) error {
+	return s.fencedAttempt(ctx, id, token, now, a, nil, `UPDATE outbox SET status = 'pending', lease_token = NULL,
+		lease_expires_at = NULL, next_attempt_at = ?, attempts = max(attempts - 1, 0), updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), us(now), id, token)
 }
 

@@ -95,7 +95,10 @@ log: {level: debug}
 	waitFor(t, "the events delivered", 30*time.Second, func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		return rec.types["ediwatch.ack.received"] == 1 && rec.types["ediwatch.claim.status"] == 4
+		// The TA1 the 277 asked for too: waiting for the events alone let
+		// SIGTERM land before its retry under load.
+		return rec.types["ediwatch.ack.received"] == 1 && rec.types["ediwatch.claim.status"] == 4 &&
+			rec.types["ediwatch.ack.ta1"] == 1
 	})
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {

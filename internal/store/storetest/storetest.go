@@ -133,6 +133,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"AttemptsBounded":                  testAttemptsBounded,
 		"AttemptsPrunedWithRow":            testAttemptsPrunedWithRow,
 		"DeadEventWithTransition":          testDeadEventWithTransition,
+		"MultiSinkRowsPerEffectAndSink":    testMultiSinkRowsPerEffectAndSink,
 	}
 }
 

@@ -195,13 +195,9 @@ type Sink struct {
 	// Concurrency caps the requests in flight from this process to the
 	// sink (0: no cap but relay.workers). Per replica, like RateLimit.
 	Concurrency int `mapstructure:"concurrency"`
-	SFTPSink    `mapstructure:",squash"`
-}
-
-// SFTPSink holds the settings of a sink of type sftp: the connection as a
-// source's (known_hosts required), the directory, and how files are named
-// and placed (see internal/sink/sftpsink).
-type SFTPSink struct {
+	// The settings of a sink of type sftp: the connection as a source's
+	// (known_hosts required), the directory, and how files are named and
+	// placed (see internal/sink/sftpsink).
 	Address        string `mapstructure:"address"`
 	User           string `mapstructure:"user"`
 	PrivateKeyFile string `mapstructure:"private_key_file"`

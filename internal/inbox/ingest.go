@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
@@ -233,7 +234,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	if o, ok := opts.Store.(AnswerLookup); ok {
 		// Outside the ingestion's transaction, like the claim lookup: an
 		// acknowledgment's original is named when it is there to be found.
-		cfg.Originals = o
+		cfg.Originals = answerKeys{o}
 	}
 	var claimed *claims
 	if lookup != nil {
@@ -419,6 +420,26 @@ func SinkKey(key string, i int, sink string) string {
 		return key
 	}
 	return "@" + sink + ":" + key
+}
+
+// EffectKeyOf returns the effect key of an outbox row's key: the key
+// without SinkKey's "@SINK:" prefix.
+func EffectKeyOf(rowKey string) string {
+	if rest, ok := strings.CutPrefix(rowKey, "@"); ok {
+		if _, key, ok := strings.Cut(rest, ":"); ok {
+			return key
+		}
+	}
+	return rowKey
+}
+
+// answerKeys names a claim by its effect key whichever sink's row the
+// lookup found.
+type answerKeys struct{ AnswerLookup }
+
+func (a answerKeys) ClaimKey(ctx context.Context, orderingKey string) (string, error) {
+	k, err := a.AnswerLookup.ClaimKey(ctx, orderingKey)
+	return EffectKeyOf(k), err
 }
 
 func mustJSON(v any) json.RawMessage {

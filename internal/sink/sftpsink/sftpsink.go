@@ -68,6 +68,9 @@ type Config struct {
 type SFTP struct {
 	cfg  Config
 	conn *psftp.Source
+	// plainRename ignores posix-rename@openssh.com (tests of the
+	// fallback for servers without it).
+	plainRename bool
 }
 
 // New checks the configuration and reads the credentials and known hosts;
@@ -270,7 +273,7 @@ func (s *SFTP) put(c *sftp.Client, final string, body []byte) error {
 		return err
 	}
 	if !s.cfg.Direct {
-		if _, ok := c.HasExtension("posix-rename@openssh.com"); ok {
+		if _, ok := c.HasExtension("posix-rename@openssh.com"); ok && !s.plainRename {
 			if err := c.PosixRename(target, final); err != nil {
 				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
 			}

@@ -95,7 +95,10 @@ log: {level: debug}
 	waitFor(t, "the events delivered", 30*time.Second, func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		return rec.types["ediwatch.ack.received"] == 1 && rec.types["ediwatch.claim.status"] == 4
+		// The 277's TA1 too: stopping before its retry lands would lose
+		// it from the count below.
+		return rec.types["ediwatch.ack.received"] == 1 && rec.types["ediwatch.claim.status"] == 4 &&
+			rec.types["ediwatch.ack.ta1"] >= 1
 	})
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {

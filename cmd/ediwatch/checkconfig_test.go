@@ -14,7 +14,7 @@ import (
 func TestConfigExample(t *testing.T) {
 	path := "../../config.example.yaml"
 	stdout, stderr, code := runCLI(t, "check-config", "--config", path)
-	if code != 0 || !strings.Contains(stdout, "configuration is valid: store sqlite, 1 sources, 2 sinks") {
+	if code != 0 || !strings.Contains(stdout, "configuration is valid: store sqlite, 1 sources, 3 sinks") {
 		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
 	}
 	body, err := os.ReadFile(path)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -33,10 +34,14 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `demo starts an SFTP server on 127.0.0.1 serving a drop of generated 835s and
 837s, with the re-deliveries real drops see: the same 835 under three names,
 copies landing together, a regenerated 835 with new control numbers and the
-same check, a malformed 835 and a file that is not X12. It runs the real
+same check, a malformed 835 and a file that is not X12, and the partner's
+answers to an 837: a 999 accepting it and a 277CA rejecting one of its three
+claims. It runs the real
 daemon (the code of ediwatch run) on a SQLite store in a temporary directory,
 delivering to an in-process receiver that checks signatures and dedupes by
-Idempotency-Key, then prints what happened. Nothing to install, nothing left
+Idempotency-Key, and uploading every acknowledgment it sends to the
+partner's SFTP inbound folder on the same server as well (an sftp sink:
+temporary name, then renamed into place), then prints what happened. Nothing to install, nothing left
 behind. --serve keeps it running with /metrics on 127.0.0.1:9464.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -56,6 +61,7 @@ type demoSummary struct {
 	Files, Sets                                                    int
 	Processed, Duplicates, BusinessDuplicates, Conflicts, Rejected int
 	PaymentsPosted, ClaimsPosted, Acks999, AcksTA1                 int
+	AcksReceived, ClaimStatuses, ClaimsRejected, SFTPFiles         int
 	Requests, BadSignatures, DLQ                                   int
 	Elapsed                                                        time.Duration
 }
@@ -73,6 +79,9 @@ func (s *demoSummary) print(w io.Writer) error {
 		{"  key conflicts", s.Conflicts}, {"  rejected (malformed, not X12)", s.Rejected},
 		{"payments posted (one per real payment)", s.PaymentsPosted}, {"claims posted", s.ClaimsPosted},
 		{"999 acknowledgments sent", s.Acks999}, {"TA1 acknowledgments sent", s.AcksTA1},
+		{"  uploaded to the partner's SFTP /inbound", s.SFTPFiles},
+		{"partner's 999s received (ack.received)", s.AcksReceived},
+		{"claim statuses received (batch and claims)", s.ClaimStatuses}, {"  claims rejected", s.ClaimsRejected},
 		{"HTTP requests to the receiver", s.Requests}, {"requests with a bad signature", s.BadSignatures},
 		{"dead-letter queue depth", s.DLQ},
 	} {
@@ -90,12 +99,16 @@ type demoReceiver struct {
 	requests int
 	badSig   int
 	effects  map[string]string // Idempotency-Key -> event type
+	rejected int               // claim.status events with verdict rejected
 }
 
 func (d *demoReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 	var ev struct {
 		Type string `json:"type"`
+		Data struct {
+			Verdict string `json:"verdict"`
+		} `json:"data"`
 	}
 	json.Unmarshal(body, &ev)
 	d.mu.Lock()
@@ -106,7 +119,11 @@ func (d *demoReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bad signature", http.StatusUnauthorized)
 		return
 	}
-	d.effects[r.Header.Get("Idempotency-Key")] = ev.Type
+	key := r.Header.Get("Idempotency-Key")
+	if _, seen := d.effects[key]; !seen && ev.Type == "ediwatch.claim.status" && ev.Data.Verdict == "rejected" {
+		d.rejected++
+	}
+	d.effects[key] = ev.Type
 	w.WriteHeader(http.StatusAccepted)
 }
 
@@ -124,8 +141,9 @@ func (d *demoReceiver) count(typ string) int {
 
 // demoFiles writes the drop: five payments, the first re-sent under two
 // more names, the second copied alongside itself, the third regenerated
-// under new control numbers, a malformed 835, a file that is not X12, and
-// an 837 of three claims.
+// under new control numbers, a malformed 835, a file that is not X12, an
+// 837 of three claims, and the partner's answers to it: a 999 accepting
+// it and a 277CA accepting two of its claims and rejecting the third.
 func demoFiles(drop string) (int, error) {
 	write := func(name string, b []byte) error { return os.WriteFile(filepath.Join(drop, name), b, 0o644) }
 	remit := func(ctl int, trace string) []byte {
@@ -155,6 +173,9 @@ func demoFiles(drop string) (int, error) {
 		{"era-3001-malformed.835", malformed},
 		{"scan-noise.edi", []byte("%PDF-1.4 this is a scanned remittance, not X12\n")},
 		{"claims-7001.x12", claims.Bytes()},
+		{"ack-7001.999", []byte(demoAnswer(9001, "FA", "005010X231A1", "999", []string{
+			"AK1*HC*7001*005010X222A1", "AK2*837*0001*005010X222A1", "IK5*A", "AK9*A*1*1*1"}))},
+		{"status-7001.277", []byte(demoAnswer(9002, "HN", "005010X214", "277", demoStatuses()))},
 	}
 	for _, f := range files {
 		if err := write(f.name, f.data); err != nil {
@@ -162,6 +183,34 @@ func demoFiles(drop string) (int, error) {
 		}
 	}
 	return 5 + len(files), nil
+}
+
+// demoAnswer is one interchange from the partner (ACMEHP) to us
+// (RIVERSIDE) holding one set of type typ with the segments body.
+func demoAnswer(control int, functional, version, typ string, body []string) string {
+	segs := []string{
+		fmt.Sprintf("ISA*00*          *00*          *ZZ*ACMEHP         *ZZ*RIVERSIDE      *261130*1000*^*00501*%09d*0*P*:", control),
+		fmt.Sprintf("GS*%s*ACMEHP*RIVERSIDE*20261130*1000*%d*X*%s", functional, control, version),
+		fmt.Sprintf("ST*%s*0001*%s", typ, version),
+	}
+	segs = append(segs, body...)
+	segs = append(segs, fmt.Sprintf("SE*%d*0001", len(body)+2), fmt.Sprintf("GE*1*%d", control),
+		fmt.Sprintf("IEA*1*%09d", control))
+	return strings.Join(segs, "~\n") + "~\n"
+}
+
+// demoStatuses is the body of a 277CA answering the demo's 837: its batch
+// accepted, claims CLAIM1 and CLAIM2 accepted, CLAIM3 rejected.
+func demoStatuses() []string {
+	segs := []string{"BHT*0085*08*B7001*20261130*1000*TH",
+		"HL*1**20*1", "NM1*AY*2*ACME HEALTH PLAN*****46*66783JJT", "TRN*1*B7001", "DTP*050*D8*20261130", "DTP*009*D8*20261130",
+		"HL*2*1*21*1", "NM1*41*2*RIVERSIDE CLINIC*****46*TGJ23", "TRN*2*7001", "STC*A1:19:PR*20261130*WQ*450.00",
+		"HL*3*2*19*1", "NM1*85*2*RIVERSIDE CLINIC*****XX*1234567893", "TRN*1*7001"}
+	for i, stc := range []string{"A2:20:PR*20261130*WQ*150.00", "A2:20:PR*20261130*WQ*150.00", "A7:562:85*20261130*U*150.00"} {
+		segs = append(segs, fmt.Sprintf("HL*%d*3*PT", 4+i), "NM1*QC*1*PATIENT*TEST****MI*MBR000001",
+			fmt.Sprintf("TRN*2*CLAIM%d", i+1), "STC*"+stc, "DTP*472*D8*20261101")
+	}
+	return segs
 }
 
 // runDemo runs the demo and returns its summary. Logs at warn and above go
@@ -174,8 +223,11 @@ func runDemo(ctx context.Context, serve bool, logw io.Writer) (*demoSummary, err
 	}
 	defer os.RemoveAll(tmp)
 	drop, archive := filepath.Join(tmp, "outbound", "835"), filepath.Join(tmp, "outbound", "archive")
-	if err := os.MkdirAll(drop, 0o755); err != nil {
-		return nil, err
+	inbound := filepath.Join(tmp, "inbound") // the partner's, for our acknowledgments
+	for _, d := range []string{drop, inbound} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	nfiles, err := demoFiles(drop)
 	if err != nil {
@@ -212,7 +264,7 @@ sources:
     private_key_file: %q
     known_hosts_file: %q
     directories: [%q]
-    include: ["*.835", "*.x12", "*.edi"]
+    include: ["*.835", "*.x12", "*.edi", "*.999", "*.277"]
     poll_interval: 200ms
     stable_for: 0s
     after: "move:%s"
@@ -221,11 +273,24 @@ sources:
 sinks:
   ledger: {url: "http://%s/remittances", secret_file: %q}
   acks: {url: "http://%s/acks"}
-routes: {payment.posted: ledger, claim.received: ledger, ack.999: acks, ack.ta1: acks}
+  partner:
+    type: sftp
+    address: %q
+    user: riverside
+    private_key_file: %q
+    known_hosts_file: %q
+    directory: %q
+routes:
+  payment.posted: ledger
+  claim.received: ledger
+  ack.999: [acks, partner]
+  ack.ta1: [acks, partner]
+  ack.received: acks
+  claim.status: ledger
 http: {listen: %q}
 log: {level: warn}
 `, "file:"+filepath.Join(tmp, "ediwatch.db"), srv.Addr, srv.KeyFile, srv.KnownHosts, drop, archive,
-		rln.Addr(), secretFile, rln.Addr(), listen)), 0o600); err != nil {
+		rln.Addr(), secretFile, rln.Addr(), srv.Addr, srv.KeyFile, srv.KnownHosts, inbound, listen)), 0o600); err != nil {
 		return nil, err
 	}
 	cfg, err := config.Load(cfgPath)
@@ -247,7 +312,10 @@ log: {level: warn}
 	case err := <-done:
 		return nil, err
 	}
-	const want = 17 // 5 payments, 3 claims, 8 999s and 1 TA1
+	// 5 payments, 3 claims, 8 999s and 1 TA1, 1 received 999 and 4 claim
+	// statuses (the batch's and three claims'); the 8 999s and the TA1
+	// also as files.
+	const want, wantFiles = 22, 9
 	deadline := time.Now().Add(12 * time.Second)
 	var c store.Counts
 	for {
@@ -258,7 +326,8 @@ log: {level: warn}
 		rec.mu.Lock()
 		got := len(rec.effects)
 		rec.mu.Unlock()
-		if c.Files["ingested"]+c.Files["rejected"] == nfiles && c.Outbox["pending"]+c.Outbox["inflight"] == 0 && got >= want {
+		if c.Files["ingested"]+c.Files["rejected"] == nfiles && c.Outbox["pending"]+c.Outbox["inflight"] == 0 && got >= want &&
+			demoUploaded(inbound) >= wantFiles {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -286,7 +355,23 @@ log: {level: warn}
 		BusinessDuplicates: c.Sightings["business_duplicate"], Conflicts: c.Sightings["conflict"], Rejected: c.Inbox["rejected"],
 		PaymentsPosted: rec.count("ediwatch.payment.posted"), ClaimsPosted: rec.count("ediwatch.claim.received"),
 		Acks999: rec.count("ediwatch.ack.999"), AcksTA1: rec.count("ediwatch.ack.ta1"),
+		AcksReceived: rec.count("ediwatch.ack.received"), ClaimStatuses: rec.count("ediwatch.claim.status"),
+		ClaimsRejected: rec.rejected, SFTPFiles: demoUploaded(inbound),
 		Requests: requests, BadSignatures: bad, DLQ: c.Outbox["dead"], Elapsed: time.Since(start),
 	}
 	return sum, nil
+}
+
+// demoUploaded counts the acknowledgments in the partner's inbound folder:
+// files in place under their final names (none left under a temporary
+// one).
+func demoUploaded(dir string) int {
+	es, _ := os.ReadDir(dir)
+	n := 0
+	for _, e := range es {
+		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".x12") {
+			n++
+		}
+	}
+	return n
 }

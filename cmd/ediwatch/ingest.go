@@ -51,7 +51,7 @@ Files are recorded in the listing ledger under the source --source (default
 				return err
 			}
 			defer s.Close()
-			opts := inbox.Options{Store: s, Routes: cfg.Routes, Ack: ackOptions(cfg, source),
+			opts := inbox.Options{Store: s, Routes: cfg.RoutesFor(source), Ack: ackOptions(cfg, source),
 				Timeout: cfg.Store.IngestTimeout.D()}
 			var files []string
 			for _, arg := range args {

@@ -30,6 +30,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/poller/sftp"
 	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/sink"
+	"github.com/ediwatch/ediwatch/internal/sink/sftpsink"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -116,16 +117,27 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	sinks := map[string]outbox.Deliverer{}
 	limits := map[string]outbox.SinkLimits{}
 	for name, sc := range cfg.Sinks {
-		s, err := buildSink(name, sc)
-		if err != nil {
-			return err
+		var s outbox.Deliverer
+		if sc.Type == "sftp" {
+			fs, err := buildSFTPSink(name, sc)
+			if err != nil {
+				return err
+			}
+			defer fs.Close()
+			s = fs
+		} else {
+			hs, err := buildSink(name, sc)
+			if err != nil {
+				return err
+			}
+			s = hs
 		}
 		sinks[name] = progressSink{Deliverer: s, p: relayProgress}
 		limits[name] = sc.RelayLimits()
 	}
 	d.relay = outbox.NewRelay(outbox.RelayConfig{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
 		BackoffBase: cfg.Relay.Backoff.Base.D(), BackoffMax: cfg.Relay.Backoff.Max.D(), MaxAge: cfg.Relay.MaxAge.D(),
-		Lease: cfg.Relay.Lease.D(), DeadEvents: cfg.Routes[outbox.KindDeliveryDead], Sinks: limits},
+		Lease: cfg.Relay.Lease.D(), DeadEvents: cfg.DeadEventSink(), Sinks: limits},
 		progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
 	holder := store.NewHolderID()
 	for _, sc := range cfg.Sources {
@@ -140,7 +152,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads, MinAge: sc.MinAge.D(), DoneMarker: sc.DoneMarker,
 			IncompleteGrace: incompleteGrace(sc.IncompleteGrace.D()), Holder: holder}, src,
 			progressStore{Store: st, p: readyz.loop("poll loop "+sc.Name, pollStall(cfg, sc))},
-			inbox.Options{Routes: cfg.Routes, Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
+			inbox.Options{Routes: cfg.RoutesFor(sc.Name), Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
 			log.Named("poller"), m))
 	}
 
@@ -227,6 +239,19 @@ func buildSink(name string, sc config.Sink) (*sink.HTTP, error) {
 	}
 	return sink.New(sink.Config{Name: name, URL: sc.URL, Secrets: secrets, Timeout: sc.Timeout.D(), Raw: sc.Raw, Mode: sc.Mode,
 		Headers: headers})
+}
+
+// buildSFTPSink builds a sink of type sftp; it connects on its first
+// delivery.
+func buildSFTPSink(name string, sc config.Sink) (*sftpsink.SFTP, error) {
+	s, err := sftpsink.New(sftpsink.Config{Name: name, Conn: sftp.Config{Address: sc.Address, User: sc.User,
+		PrivateKeyFile: sc.PrivateKeyFile, PassphraseFile: sc.PassphraseFile, PasswordFile: sc.PasswordFile,
+		KnownHostsFile: sc.KnownHostsFile}, Directory: sc.Directory, TempSuffix: sc.TempSuffix, Direct: !sc.Rename,
+		Pattern: sc.Name, Timeout: sc.Timeout.D()})
+	if err != nil {
+		return nil, fmt.Errorf("sinks.%s: %w", name, err)
+	}
+	return s, nil
 }
 
 // incompleteGrace maps the configured grace to the poller's: 0s in the

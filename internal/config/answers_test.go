@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ sources:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Routes["ack.received"] != "s" || c.Routes["claim.status"] != "s" || !c.Sources[0].Ack277 || c.Sources[1].Ack277 {
+	if fmt.Sprint(c.Routes["ack.received"]) != "[s]" || fmt.Sprint(c.Routes["claim.status"]) != "[s]" || !c.Sources[0].Ack277 || c.Sources[1].Ack277 {
 		t.Errorf("routes %v, sources %+v", c.Routes, c.Sources)
 	}
 	if _, err := Load(write("")); err != nil {
@@ -52,7 +53,7 @@ routes: {payment.posted: s, claim.received: s, ack.999: raw, ack.ta1: raw, ack.r
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Routes["ack.received"] != "raw" {
+	if fmt.Sprint(c.Routes["ack.received"]) != "[raw]" {
 		t.Errorf("routes %v", c.Routes)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/sink"
+	"github.com/ediwatch/ediwatch/internal/sink/sftpsink"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -60,14 +61,16 @@ func ParseDuration(s string) (Duration, error) {
 
 // Config is the whole configuration.
 type Config struct {
-	Store     Store             `mapstructure:"store"`
-	Sources   []Source          `mapstructure:"sources"`
-	Sinks     map[string]Sink   `mapstructure:"sinks"`
-	Routes    map[string]string `mapstructure:"routes"`
-	Relay     Relay             `mapstructure:"relay"`
-	Retention Retention         `mapstructure:"retention"`
-	HTTP      HTTP              `mapstructure:"http"`
-	Log       Log               `mapstructure:"log"`
+	Store   Store           `mapstructure:"store"`
+	Sources []Source        `mapstructure:"sources"`
+	Sinks   map[string]Sink `mapstructure:"sinks"`
+	// Routes maps an effect kind to the sinks that deliver it: one name
+	// or a list (one outbox row per effect and sink).
+	Routes    map[string][]string `mapstructure:"routes"`
+	Relay     Relay               `mapstructure:"relay"`
+	Retention Retention           `mapstructure:"retention"`
+	HTTP      HTTP                `mapstructure:"http"`
+	Log       Log                 `mapstructure:"log"`
 }
 
 // Store selects the store driver.
@@ -159,11 +162,16 @@ type Source struct {
 	// a 277 is itself an acknowledgment, and ediwatch never acknowledges
 	// one unless the partner asks for it).
 	Ack277 bool `mapstructure:"ack_277"`
+	// Routes overrides Config.Routes, kind by kind, for what this source
+	// produced (e.g. its acknowledgments back to its partner's folder).
+	Routes map[string][]string `mapstructure:"routes"`
 }
 
-// Sink is an HTTP endpoint.
+// Sink is an HTTP endpoint or an SFTP directory.
 type Sink struct {
-	URL string `mapstructure:"url"`
+	// Type is http (default) or sftp.
+	Type string `mapstructure:"type"`
+	URL  string `mapstructure:"url"`
 	// SecretFile holds Standard Webhooks secrets (whsec_...), one per line.
 	SecretFile string   `mapstructure:"secret_file"`
 	Timeout    Duration `mapstructure:"timeout"`
@@ -187,6 +195,49 @@ type Sink struct {
 	// Concurrency caps the requests in flight from this process to the
 	// sink (0: no cap but relay.workers). Per replica, like RateLimit.
 	Concurrency int `mapstructure:"concurrency"`
+	// The settings of a sink of type sftp: the connection as a source's
+	// (known_hosts required), the directory, and how files are named and
+	// placed (see internal/sink/sftpsink).
+	Address        string `mapstructure:"address"`
+	User           string `mapstructure:"user"`
+	PrivateKeyFile string `mapstructure:"private_key_file"`
+	PassphraseFile string `mapstructure:"passphrase_file"`
+	PasswordFile   string `mapstructure:"password_file"`
+	KnownHostsFile string `mapstructure:"known_hosts_file"`
+	Directory      string `mapstructure:"directory"`
+	// TempSuffix names the file while it is uploaded (default .part).
+	TempSuffix string `mapstructure:"temp_suffix"`
+	// Rename uploads under the temporary name and renames (default true);
+	// false writes the final name directly (servers without RENAME).
+	Rename bool `mapstructure:"rename"`
+	// Name is the final file-name pattern (sftpsink.CheckPattern).
+	Name string `mapstructure:"name"`
+}
+
+// RoutesFor returns the routes of what the source produced: the global
+// routes with the source's own in place of theirs, kind by kind.
+func (c Config) RoutesFor(source string) map[string][]string {
+	out := make(map[string][]string, len(c.Routes))
+	for k, v := range c.Routes {
+		out[k] = v
+	}
+	for _, s := range c.Sources {
+		if s.Name == source {
+			for k, v := range s.Routes {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// DeadEventSink returns the sink delivery.dead events go to: the first
+// sink of its route, "" when unrouted.
+func (c Config) DeadEventSink() string {
+	if r := c.Routes[outbox.KindDeliveryDead]; len(r) > 0 {
+		return r[0]
+	}
+	return ""
 }
 
 // Breaker is a sink's circuit breaker: Failures consecutive retryable
@@ -240,7 +291,7 @@ func Default() Config {
 	return Config{
 		Store: Store{Driver: "sqlite", DSN: "file:ediwatch.db", Migrate: true,
 			IngestTimeout: Duration(10 * time.Minute)},
-		Routes: map[string]string{},
+		Routes: map[string][]string{},
 		Sinks:  map[string]Sink{},
 		Relay: Relay{Workers: relay.Workers, MaxAttempts: relay.MaxAttempts,
 			Backoff: Backoff{Base: Duration(relay.BackoffBase), Max: Duration(relay.BackoffMax)},
@@ -274,7 +325,8 @@ func sinkDefaults() map[string]any {
 	// An empty breaker map lets breakerDefaults fill it when the key is
 	// absent.
 	return map[string]any{"timeout": sink.DefaultTimeout.String(), "mode": sink.ModeStructured,
-		"breaker": map[string]any{}}
+		"breaker": map[string]any{}, "type": "http", "temp_suffix": sftpsink.DefaultTempSuffix, "rename": true,
+		"name": sftpsink.DefaultName}
 }
 
 // breakerDefaults are the relay-wide breaker settings every sink starts
@@ -307,6 +359,27 @@ func defaultsHook(from, to reflect.Type, data any) (any, error) {
 	}
 	for k, v := range m {
 		out[k] = v
+	}
+	return out, nil
+}
+
+// routesHook lets a route name one sink as a plain string: routes (a map
+// of kind to sinks) take a string value as a list of one.
+func routesHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(map[string][]string{}) {
+		return data, nil
+	}
+	m, ok := data.(map[string]any)
+	if !ok {
+		return data, nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = []any{s}
+		} else {
+			out[k] = v
+		}
 	}
 	return out, nil
 }
@@ -353,7 +426,7 @@ func Load(path string) (Config, error) {
 	// what decoding or validation finds.
 	errs := unknownKeys(v.AllSettings(), reflect.TypeOf(Config{}), "")
 	cfg := def
-	if err := v.Unmarshal(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(defaultsHook, durationHook))); err != nil {
+	if err := v.Unmarshal(&cfg, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(defaultsHook, routesHook, durationHook))); err != nil {
 		errs = append(errs, cleanDecodeError(err).Error())
 	} else if err := cfg.Validate(); err != nil {
 		errs = append(errs, err.Error())
@@ -520,20 +593,27 @@ func (c *Config) Validate() error {
 	}
 	for name, s := range c.Sinks {
 		p := "sinks." + name
-		u, err := url.Parse(s.URL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			bad(p+".url", "must be an http or https URL", quote(sink.RedactURL(s.URL)))
-		} else if u.User != nil {
-			bad(p+".url", "must not hold credentials; use header_files", quote(sink.RedactURL(s.URL)))
-		} else if u.Scheme == "http" && !loopback(u.Hostname()) && !s.AllowInsecure {
-			bad(p+".url", "must be https for a host other than loopback (or set "+p+".allow_insecure: true)",
-				quote(sink.RedactURL(s.URL)))
+		switch s.Type {
+		case "sftp":
+			c.validateSFTPSink(p, s, bad)
+		case "http":
+			u, err := url.Parse(s.URL)
+			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				bad(p+".url", "must be an http or https URL", quote(sink.RedactURL(s.URL)))
+			} else if u.User != nil {
+				bad(p+".url", "must not hold credentials; use header_files", quote(sink.RedactURL(s.URL)))
+			} else if u.Scheme == "http" && !loopback(u.Hostname()) && !s.AllowInsecure {
+				bad(p+".url", "must be https for a host other than loopback (or set "+p+".allow_insecure: true)",
+					quote(sink.RedactURL(s.URL)))
+			}
+			if s.Mode != sink.ModeStructured && s.Mode != sink.ModeBinary {
+				bad(p+".mode", "must be structured or binary", quote(s.Mode))
+			}
+		default:
+			bad(p+".type", "must be http or sftp", quote(s.Type))
 		}
 		if s.Timeout <= 0 {
 			bad(p+".timeout", "must be positive", s.Timeout.D())
-		}
-		if s.Mode != sink.ModeStructured && s.Mode != sink.ModeBinary {
-			bad(p+".mode", "must be structured or binary", quote(s.Mode))
 		}
 		if s.Breaker.Failures < 1 {
 			bad(p+".breaker.failures", "must be at least 1", s.Breaker.Failures)
@@ -548,20 +628,34 @@ func (c *Config) Validate() error {
 			bad(p+".concurrency", "must be 0 (no limit) or at least 1", s.Concurrency)
 		}
 	}
-	for kind, sink := range c.Routes {
+	for kind, sinks := range c.Routes {
 		// delivery.dead (the relay's event for a dead-lettered row) may be
 		// routed, and need not be.
 		if kinds := append(process.EffectKinds(), outbox.KindDeliveryDead); !contains(kinds, kind) {
 			bad("routes."+kind, "is not an effect kind ("+strings.Join(kinds, ", ")+")", quote(kind))
 		}
-		if _, ok := c.Sinks[sink]; !ok {
-			bad("routes."+kind, "must name a configured sink", quote(sink))
+		c.validateRoute("routes."+kind, sinks, bad)
+	}
+	for i, s := range c.Sources {
+		for kind, sinks := range s.Routes {
+			p := fmt.Sprintf("sources[%d].routes.%s", i, kind)
+			if !contains(process.EffectKinds(), kind) {
+				bad(p, "is not an effect kind a source produces ("+strings.Join(process.EffectKinds(), ", ")+")", quote(kind))
+			}
+			c.validateRoute(p, sinks, bad)
 		}
 	}
 	if len(c.Sources) > 0 {
 		for _, kind := range process.EffectKinds() {
-			if _, ok := c.Routes[kind]; !ok && !process.OptionalKind(kind) {
-				bad("routes."+kind, "must be routed to a sink", `""`)
+			if _, ok := c.Routes[kind]; ok || process.OptionalKind(kind) {
+				continue
+			}
+			// Routed by every source itself will do.
+			for i, s := range c.Sources {
+				if _, ok := s.Routes[kind]; !ok {
+					bad("routes."+kind, "must be routed to a sink (or by "+fmt.Sprintf("sources[%d].routes", i)+")", `""`)
+					break
+				}
 			}
 		}
 	}
@@ -595,6 +689,53 @@ func (c *Config) Validate() error {
 		return errors.New(strings.Join(errs, "\n"))
 	}
 	return nil
+}
+
+// validateRoute checks the sinks a route names: at least one, each
+// configured, none twice.
+func (c *Config) validateRoute(p string, sinks []string, bad func(path, rule string, got any)) {
+	if len(sinks) == 0 {
+		bad(p, "must name a sink or a list of sinks", "[]")
+	}
+	for j, name := range sinks {
+		if _, ok := c.Sinks[name]; !ok {
+			bad(p, "must name a configured sink", quote(name))
+		}
+		if contains(sinks[:j], name) {
+			bad(p, "names a sink twice", quote(name))
+		}
+	}
+}
+
+// validateSFTPSink checks the settings of a sink of type sftp.
+func (c *Config) validateSFTPSink(p string, s Sink, bad func(path, rule string, got any)) {
+	if s.URL != "" {
+		bad(p+".url", "is for type http; an sftp sink has address and directory", quote(sink.RedactURL(s.URL)))
+	}
+	if _, _, err := net.SplitHostPort(s.Address); err != nil {
+		bad(p+".address", "must be host:port", quote(s.Address))
+	}
+	if s.User == "" {
+		bad(p+".user", "must be set for sftp", `""`)
+	}
+	if s.PrivateKeyFile == "" && s.PasswordFile == "" {
+		bad(p+".private_key_file", "sftp needs private_key_file or password_file", `""`)
+	}
+	if s.KnownHostsFile == "" {
+		bad(p+".known_hosts_file", "is required: unknown host keys are refused", `""`)
+	}
+	if s.Directory == "" {
+		bad(p+".directory", "must name the directory files go to", `""`)
+	}
+	if s.TempSuffix == "" || strings.ContainsAny(s.TempSuffix, "/\\") {
+		bad(p+".temp_suffix", "must be a non-empty suffix without path separators", quote(s.TempSuffix))
+	}
+	if err := sftpsink.CheckPattern(s.Name); err != nil {
+		bad(p+".name", err.Error(), quote(s.Name))
+	}
+	if s.Raw || s.SecretFile != "" || len(s.HeaderFiles) > 0 {
+		bad(p, "raw, secret_file and header_files are for type http", quote(s.Type))
+	}
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

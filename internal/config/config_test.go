@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,7 @@ func TestGoodConfigAndDefaults(t *testing.T) {
 	if c.Retention.Keys.D() != 400*24*time.Hour || c.Relay.Workers != 8 || c.Sinks["ledger"].Timeout.D() != 30*time.Second {
 		t.Errorf("defaults: %+v %+v", c.Retention, c.Relay)
 	}
-	if c.Routes["payment.posted"] != "ledger" || c.Routes["ack.ta1"] != "acks" {
+	if fmt.Sprint(c.Routes["payment.posted"]) != "[ledger]" || fmt.Sprint(c.Routes["ack.ta1"]) != "[acks]" {
 		t.Errorf("routes %v", c.Routes)
 	}
 }

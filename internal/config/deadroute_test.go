@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ sources:
 		t.Fatalf("without a delivery.dead route: %v", err)
 	}
 	c, err := load(", delivery.dead: chat")
-	if err != nil || c.Routes["delivery.dead"] != "chat" {
+	if err != nil || fmt.Sprint(c.Routes["delivery.dead"]) != "[chat]" {
 		t.Fatalf("routes %v: %v", c.Routes, err)
 	}
 	if _, err := load(", delivery.dead: nowhere"); err == nil ||

@@ -27,9 +27,9 @@ import (
 )
 
 // answerRoutes routes the received acknowledgments too.
-var answerRoutes = map[string]string{
-	process.KindPayment: "ledger", process.KindClaim: "ledger", process.KindAck999: "acks", process.KindAckTA1: "acks",
-	process.KindAckReceived: "acks", process.KindClaimStatus: "ledger",
+var answerRoutes = map[string][]string{
+	process.KindPayment: {"ledger"}, process.KindClaim: {"ledger"}, process.KindAck999: {"acks"}, process.KindAckTA1: {"acks"},
+	process.KindAckReceived: {"acks"}, process.KindClaimStatus: {"ledger"},
 }
 
 // answer999 is the clearinghouse's 999 accepting the 837 that

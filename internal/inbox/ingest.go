@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
@@ -26,8 +27,9 @@ import (
 // Options is what an ingest needs besides the file.
 type Options struct {
 	Store Ingester
-	// Routes maps an effect kind to the sink that delivers it.
-	Routes map[string]string
+	// Routes maps an effect kind to the sinks that deliver it: one outbox
+	// row per effect and sink (see SinkKey).
+	Routes map[string][]string
 	// Ack shapes acknowledgments (our ids, per source).
 	Ack ack.Options
 	// Timeout, when positive, is the deadline of one ingest, parse and
@@ -232,7 +234,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	if o, ok := opts.Store.(AnswerLookup); ok {
 		// Outside the ingestion's transaction, like the claim lookup: an
 		// acknowledgment's original is named when it is there to be found.
-		cfg.Originals = o
+		cfg.Originals = answerKeys{o}
 	}
 	var claimed *claims
 	if lookup != nil {
@@ -260,19 +262,29 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				if unrouted(*it.Received, opts.Routes) {
 					return nil
 				}
-				e, err := effect(*it.Received, opts.Routes)
+				es, err := effects(*it.Received, opts.Routes)
 				if err != nil {
 					return err
 				}
-				return sp.put(spilled{Ack: &e})
+				for i := range es {
+					if err := sp.put(spilled{Ack: &es[i]}); err != nil {
+						return err
+					}
+				}
+				return nil
 			case it.Ack != nil:
-				e, err := effect(*it.Ack, opts.Routes)
+				es, err := effects(*it.Ack, opts.Routes)
 				if err != nil {
 					return err
 				}
-				// Quarantined content is not acknowledged as accepted.
-				e.UnlessConflictIn = it.Ack.Answers
-				return sp.put(spilled{Ack: &e})
+				for i := range es {
+					// Quarantined content is not acknowledged as accepted.
+					es[i].UnlessConflictIn = it.Ack.Answers
+					if err := sp.put(spilled{Ack: &es[i]}); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
 			return nil
 		})
@@ -292,15 +304,17 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 		return nil, err
 	}
 	if x, err := ack.BuildTA1Unreadable(ctx, opts.Ack.Us, opts.Ack.Them, cn, opts.Ack); err == nil {
-		e, err := effect(process.Effect{Kind: process.KindAckTA1, Key: "ta1:" + summary.Key,
+		es, err := effects(process.Effect{Kind: process.KindAckTA1, Key: "ta1:" + summary.Key,
 			OrderingKey: "acks:" + opts.Ack.Them.Qualifier + ":" + opts.Ack.Them.ID,
 			Payload: mustJSON(process.AckEvent{Answers: summary.Key,
 				Partner: opts.Ack.Them.Qualifier + ":" + opts.Ack.Them.ID, X12: string(x)})}, opts.Routes)
 		if err != nil {
 			return nil, err
 		}
-		if err := sp.put(spilled{Ack: &e}); err != nil {
-			return nil, err
+		for i := range es {
+			if err := sp.put(spilled{Ack: &es[i]}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
@@ -348,7 +362,7 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 
 // setRecord returns the record of s; a claimed set (see
 // SetRecord.Claimed) gets neither summary nor effects.
-func setRecord(s *process.Set, routes map[string]string, claimed bool) (SetRecord, error) {
+func setRecord(s *process.Set, routes map[string][]string, claimed bool) (SetRecord, error) {
 	rec := SetRecord{Key: s.Key, ContentHash: s.ContentHash, Type: s.Type,
 		Rejected: s.Status == process.Rejected, Reason: s.Reason, Claimed: claimed}
 	if claimed {
@@ -361,29 +375,71 @@ func setRecord(s *process.Set, routes map[string]string, claimed bool) (SetRecor
 		if unrouted(e, routes) {
 			continue
 		}
-		se, err := effect(e, routes)
+		se, err := effects(e, routes)
 		if err != nil {
 			return rec, err
 		}
-		rec.Effects = append(rec.Effects, se)
+		rec.Effects = append(rec.Effects, se...)
 	}
 	return rec, nil
 }
 
 // unrouted reports whether e is of an optional kind the configuration does
 // not route (process.OptionalKind): such an effect is not recorded.
-func unrouted(e process.Effect, routes map[string]string) bool {
+func unrouted(e process.Effect, routes map[string][]string) bool {
 	_, ok := routes[e.Kind]
 	return !ok && process.OptionalKind(e.Kind)
 }
 
-func effect(e process.Effect, routes map[string]string) (outbox.Effect, error) {
-	sink, ok := routes[e.Kind]
-	if !ok {
-		return outbox.Effect{}, fmt.Errorf("ingest: no route for effect kind %s", e.Kind)
+// effects returns the outbox rows of e: one per sink of its route, each
+// under its SinkKey.
+func effects(e process.Effect, routes map[string][]string) ([]outbox.Effect, error) {
+	sinks := routes[e.Kind]
+	if len(sinks) == 0 {
+		return nil, fmt.Errorf("ingest: no route for effect kind %s", e.Kind)
 	}
-	return outbox.Effect{Kind: e.Kind, Key: e.Key, OrderingKey: e.OrderingKey, Sink: sink, Payload: e.Payload,
-		Hash: e.Hash}, nil
+	out := make([]outbox.Effect, len(sinks))
+	for i, sink := range sinks {
+		out[i] = outbox.Effect{Kind: e.Kind, Key: SinkKey(e.Key, i, sink), OrderingKey: e.OrderingKey, Sink: sink,
+			Payload: e.Payload, Hash: e.Hash}
+	}
+	return out, nil
+}
+
+// SinkKey is the effect key of the outbox row of an effect for the i-th
+// sink of its route (0 first). The first sink's row has the effect key
+// itself; each further sink's has it prefixed with "@SINK:", a prefix no
+// effect key begins with (they begin with their kind's word, and sink
+// names hold no colon). Effect keys are unique in the outbox, so each
+// (effect, sink) pair is one row: a re-sent effect finds its rows for
+// every sink by the same keys, as a business duplicate when its content
+// hash matches and a conflict when not, sink by sink; and each sink's
+// Idempotency-Key is stable across attempts.
+func SinkKey(key string, i int, sink string) string {
+	if i == 0 {
+		return key
+	}
+	return "@" + sink + ":" + key
+}
+
+// EffectKeyOf returns the effect key of an outbox row's key: the key
+// without SinkKey's "@SINK:" prefix.
+func EffectKeyOf(rowKey string) string {
+	if rest, ok := strings.CutPrefix(rowKey, "@"); ok {
+		if _, key, ok := strings.Cut(rest, ":"); ok {
+			return key
+		}
+	}
+	return rowKey
+}
+
+// answerKeys names a claim by its effect key whichever sink's row the
+// lookup found.
+type answerKeys struct{ AnswerLookup }
+
+func (a answerKeys) ClaimKey(ctx context.Context, orderingKey string) (string, error) {
+	k, err := a.AnswerLookup.ClaimKey(ctx, orderingKey)
+	return EffectKeyOf(k), err
 }
 
 func mustJSON(v any) json.RawMessage {

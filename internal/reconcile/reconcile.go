@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -117,6 +118,12 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 	}
 	enqueued := map[string]bool{}
 	for _, e := range f.Enqueued {
+		if inbox.EffectKeyOf(e.EffectKey) != e.EffectKey {
+			// A further sink's row of a payment (routes to several sinks):
+			// the payment is counted by its first sink's row; dead and
+			// stuck rows are counted of every sink.
+			continue
+		}
 		var p payload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			continue

@@ -69,3 +69,36 @@ func TestReconcile(t *testing.T) {
 		t.Errorf("files %+v", rep.Files)
 	}
 }
+
+// TestReconcileCountsAPaymentOnTwoSinksOnce: a payment routed to two
+// sinks (two outbox rows) is one enqueued payment of its amount, and the
+// second sink's row is no unknown effect.
+func TestReconcileCountsAPaymentOnTwoSinksOnce(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Migrate(ctx)
+	routes := map[string][]string{"payment.posted": {"ledger", "audit"}, "claim.received": {"ledger"},
+		"ack.999": {"acks"}, "ack.ta1": {"acks"}}
+	data := storetest.Fixture(t, "835_canonical.x12")
+	now := time.Date(2026, 11, 30, 12, 30, 0, 0, time.UTC)
+	r, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: routes}, inbox.FileInfo{Source: "test", Path: "a.835",
+		Size: int64(len(data)), MTime: now, SHA256: "sha-a", CorrelationID: "c", Now: now}, bytes.NewReader(data))
+	if err != nil || len(r.Sets[0].EffectKeys) != 2 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	rep, err := Run(ctx, st, now.Add(-time.Hour), time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Payers) != 1 {
+		t.Fatalf("payers %+v", rep.Payers)
+	}
+	if p := rep.Payers[0]; rep.Divergent || p.Parsed != 1 || p.Enqueued != 1 || !p.EnqueuedAmount.Equal(p.ParsedAmount) ||
+		len(p.UnknownEffects) != 0 {
+		t.Errorf("payer %+v, reasons %v", p, rep.Reasons)
+	}
+}

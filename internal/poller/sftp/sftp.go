@@ -424,3 +424,11 @@ func (s *Source) Close() error {
 	s.closeLocked()
 	return nil
 }
+
+// Do runs fn on the shared connection (connecting first when there is
+// none), aborted when ctx is done; an error that shows the connection
+// broken drops it, so the next call reconnects. The SFTP sink writes
+// through it.
+func (s *Source) Do(ctx context.Context, fn func(c *sftp.Client) error) error {
+	return s.do(ctx, fn)
+}

@@ -27,9 +27,9 @@ import (
 type NewStore func(t *testing.T) store.Store
 
 // Routes sends every effect kind to a sink of its own name's family.
-var Routes = map[string]string{
-	process.KindPayment: "ledger", process.KindClaim: "ledger",
-	process.KindAck999: "acks", process.KindAckTA1: "acks",
+var Routes = map[string][]string{
+	process.KindPayment: {"ledger"}, process.KindClaim: {"ledger"},
+	process.KindAck999: {"acks"}, process.KindAckTA1: {"acks"},
 }
 
 // Fixture returns a file of internal/envelope/testdata.
@@ -136,6 +136,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"AttemptsBounded":                  testAttemptsBounded,
 		"AttemptsPrunedWithRow":            testAttemptsPrunedWithRow,
 		"DeadEventWithTransition":          testDeadEventWithTransition,
+		"MultiSinkRowsPerEffectAndSink":    testMultiSinkRowsPerEffectAndSink,
 	}
 }
 

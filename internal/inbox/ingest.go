@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
@@ -406,32 +405,11 @@ func effects(e process.Effect, routes map[string][]string) ([]outbox.Effect, err
 	return out, nil
 }
 
-// SinkKey is the effect key of the outbox row of an effect for the i-th
-// sink of its route (0 first). The first sink's row has the effect key
-// itself; each further sink's has it prefixed with "@SINK:", a prefix no
-// effect key begins with (they begin with their kind's word, and sink
-// names hold no colon). Effect keys are unique in the outbox, so each
-// (effect, sink) pair is one row: a re-sent effect finds its rows for
-// every sink by the same keys, as a business duplicate when its content
-// hash matches and a conflict when not, sink by sink; and each sink's
-// Idempotency-Key is stable across attempts.
-func SinkKey(key string, i int, sink string) string {
-	if i == 0 {
-		return key
-	}
-	return "@" + sink + ":" + key
-}
+// SinkKey is outbox.SinkKey.
+func SinkKey(key string, i int, sink string) string { return outbox.SinkKey(key, i, sink) }
 
-// EffectKeyOf returns the effect key of an outbox row's key: the key
-// without SinkKey's "@SINK:" prefix.
-func EffectKeyOf(rowKey string) string {
-	if rest, ok := strings.CutPrefix(rowKey, "@"); ok {
-		if _, key, ok := strings.Cut(rest, ":"); ok {
-			return key
-		}
-	}
-	return rowKey
-}
+// EffectKeyOf is outbox.EffectKeyOf.
+func EffectKeyOf(rowKey string) string { return outbox.EffectKeyOf(rowKey) }
 
 // answerKeys names a claim by its effect key whichever sink's row the
 // lookup found.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -281,4 +282,33 @@ type DeadFilter struct {
 // IsZero reports whether f selects every dead row.
 func (f DeadFilter) IsZero() bool {
 	return len(f.IDs) == 0 && f.Sink == "" && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero()
+}
+
+// SinkKey is the effect key of the outbox row of an effect for the i-th
+// sink of its route (0 first). The first sink's row has the effect key
+// itself; each further sink's has it prefixed with "@SINK:", a prefix no
+// effect key begins with (they begin with their kind's word, and sink
+// names hold no colon). Effect keys are unique in the outbox, so each
+// (effect, sink) pair is one row: a re-sent effect finds its rows for
+// every sink by the same keys, as a business duplicate when its content
+// hash matches and a conflict when not, sink by sink; and each sink's
+// Idempotency-Key is stable across attempts. The prefix stays in the
+// store: a request carries the effect key itself (Row.Message), so every
+// sink's receiver sees the same Idempotency-Key for one effect.
+func SinkKey(key string, i int, sink string) string {
+	if i == 0 {
+		return key
+	}
+	return "@" + sink + ":" + key
+}
+
+// EffectKeyOf returns the effect key of an outbox row's key: the key
+// without SinkKey's "@SINK:" prefix.
+func EffectKeyOf(rowKey string) string {
+	if rest, ok := strings.CutPrefix(rowKey, "@"); ok {
+		if _, key, ok := strings.Cut(rest, ":"); ok {
+			return key
+		}
+	}
+	return rowKey
 }

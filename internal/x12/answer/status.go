@@ -30,6 +30,12 @@ type ClaimStatus struct {
 	PatientControlNumber string `json:"patient_control_number,omitempty"`
 	// TraceNumber is TRN02 of a batch or provider status.
 	TraceNumber string `json:"trace_number,omitempty"`
+	// BatchTrace is the TRN02 of the information receiver's loop (2200B:
+	// the answered 837's BHT03) that a provider or claim status belongs
+	// to. It tells apart the statuses of two batches that otherwise read
+	// alike (2200C TRN02 is the information source's to assign, often
+	// "0"), and a re-sent 277CA keeps it.
+	BatchTrace string `json:"batch_trace,omitempty"`
 	// PayerClaimNumber is REF*1K; ClearinghouseTrace REF*D9; BillType
 	// REF*BLT.
 	PayerClaimNumber   string `json:"payer_claim_number,omitempty"`
@@ -128,6 +134,7 @@ func Parse277CA(segs []envelope.Segment) []ClaimStatus {
 		level              string // of the current HL
 		source, sourceName string
 		provider           string
+		batchTrace         string // 2200B TRN02 of the current receiver
 	)
 	flush := func() {
 		if cur != nil && (cur.Level == LevelClaim || len(cur.Statuses) > 0) {
@@ -153,6 +160,7 @@ func Parse277CA(segs []envelope.Segment) []ClaimStatus {
 				level = "source"
 			case "21":
 				level = LevelBatch
+				batchTrace, provider = "", ""
 			case "19":
 				level = LevelProvider
 				provider = ""
@@ -178,8 +186,10 @@ func Parse277CA(segs []envelope.Segment) []ClaimStatus {
 				} else {
 					cur.TraceNumber = s.Str(2)
 				}
-				if level != LevelBatch {
-					cur.Provider = provider
+				if level == LevelBatch {
+					batchTrace = s.Str(2)
+				} else {
+					cur.Provider, cur.BatchTrace = provider, batchTrace
 				}
 			}
 		case "STC":

@@ -56,3 +56,18 @@ func TestProviderStatusesOfTwoBatchesAreTwoEvents(t *testing.T) {
 		}
 	}
 }
+
+// An interchange of 999s whose group's GS01 is not FA gets no TA1 either,
+// though ISA14 asks for one: like its 999, a TA1 would acknowledge an
+// acknowledgment.
+func TestA999UnderAnotherGS01GetsNoTA1(t *testing.T) {
+	body := "AK2*837*0001*005010X222A1~IK5*A~"
+	text := strings.Replace(string(fix999(ack999("7004", body, "1"))), "GS*FA*", "GS*HC*", 1)
+	r := run(t, []byte(text))
+	if len(r.acks) != 0 {
+		t.Errorf("acknowledged: %+v", r.acks)
+	}
+	if len(r.sets) != 1 || len(r.sets[0].Effects) != 1 || r.sets[0].Effects[0].Kind != KindAckReceived {
+		t.Errorf("sets %+v", r.sets)
+	}
+}

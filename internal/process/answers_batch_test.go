@@ -71,3 +71,17 @@ func TestA999UnderAnotherGS01GetsNoTA1(t *testing.T) {
 		t.Errorf("sets %+v", r.sets)
 	}
 }
+
+// A 277CA whose ST03 is left out (optional in the X12 standard) is known
+// by its group's GS08: its claim statuses are events, not dropped.
+func TestA277CAWithoutST03IsKnownByItsGS08(t *testing.T) {
+	text := strings.Replace(string(provider277("7105", "BATCHC")), "ST*277*0001*005010X214~", "ST*277*0001~", 1)
+	r := run(t, []byte(text))
+	if len(r.acks) != 0 {
+		t.Errorf("acknowledged: %+v", r.acks)
+	}
+	if len(r.sets) != 1 || r.sets[0].Status != Processed || len(r.sets[0].Effects) != 2 ||
+		r.sets[0].Effects[1].Kind != KindClaimStatus {
+		t.Fatalf("277 without ST03: %+v", r.sets)
+	}
+}

@@ -352,7 +352,7 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 		out.Claims, out.Problems = claim.Parse(segs)
 	case s.Type == "999" && !noEffects:
 		out.Acks = answer.Parse999(segs)
-	case answer.Is277CA(s) && !noEffects:
+	case answer.Is277CA(s, g) && !noEffects:
 		out.Statuses = answer.Parse277CA(segs)
 	}
 	if noEffects {

@@ -118,9 +118,17 @@ func Verdict(statuses []Status) string {
 	return v
 }
 
-// Is277CA reports whether a set is a 277CA claim acknowledgment.
-func Is277CA(s *envelope.Set) bool {
-	return s.Type == "277" && s.Implementation == Implementation277CA
+// Is277CA reports whether a set of group g is a 277CA claim
+// acknowledgment: by its ST03, or by the group's GS08 when ST03 is left
+// out (it is optional in the X12 standard; g may be nil).
+func Is277CA(s *envelope.Set, g *envelope.Group) bool {
+	if s.Type != "277" {
+		return false
+	}
+	if s.Implementation != "" {
+		return s.Implementation == Implementation277CA
+	}
+	return g != nil && g.Version == Implementation277CA
 }
 
 // Parse277CA returns the statuses of a 277CA set (its segments, ST to SE),

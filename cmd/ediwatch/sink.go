@@ -97,7 +97,8 @@ enabling restarts their age budget (as dlq replay does).`,
 			if err := knownSink(ctx, cfg, s, name); err != nil {
 				return err
 			}
-			changed, err := s.DisableSink(ctx, name, reason, operator(), time.Now().UTC())
+			now := time.Now().UTC()
+			changed, err := s.DisableSink(ctx, name, reason, operator(), now, now)
 			if err != nil {
 				return err
 			}

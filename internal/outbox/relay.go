@@ -37,7 +37,7 @@ type Queue interface {
 	Snooze(ctx context.Context, id int64, token string, now, at time.Time) error
 	GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *Attempt) error
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
-	DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (bool, error)
+	DisableSink(ctx context.Context, sink, reason, by string, now, sent time.Time) (bool, error)
 	ParkDisabled(ctx context.Context) (int, error)
 }
 

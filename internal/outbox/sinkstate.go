@@ -39,9 +39,12 @@ type SinkStates interface {
 	// sink's pending rows are parked (next attempt far in the future, so
 	// claims do not walk past them). It reports whether the sink was
 	// enabled before; disabling a disabled sink changes nothing, so the
-	// first reason and time are kept. Safe to call from any replica at
-	// once.
-	DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (changed bool, err error)
+	// first reason and time are kept. sent is when the request the
+	// disable answers was sent (a 410's; an operator's now): a sink
+	// enabled after it stays enabled (changed is false), since the
+	// receiver may have come back in between and the enable is newer
+	// news. Safe to call from any replica at once.
+	DisableSink(ctx context.Context, sink, reason, by string, now, sent time.Time) (changed bool, err error)
 	// EnableSink enables sink at now: its pending rows are due at now,
 	// with a fresh age budget (AgeFrom = now, as a replay gives: time spent
 	// disabled does not count against relay.max_age); their attempts are
@@ -88,12 +91,15 @@ func (g *goneMarks) since(name string, claimed time.Time) bool {
 // and gives row back pending without an attempt counted, to wait for
 // `ediwatch sink enable`. If the store cannot record the disable, the row
 // waits a backoff (still no attempt counted) and its next 410 tries again.
-// The request is in the row's history (att), numbered as claimed.
+// A 410 to a request sent before the sink was last enabled leaves it
+// enabled (the enable is newer news) and the row is tried again after a
+// short backoff. The request is in the row's history (att), numbered as
+// claimed.
 func (r *Relay) sinkGone(ctx context.Context, row Row, res sink.Result, att *Attempt, log *zap.Logger) {
 	r.m.Deliveries.WithLabelValues(row.Sink, "gone").Inc()
 	now := r.now()
 	r.gone.mark(row.Sink, now)
-	changed, err := r.ob.DisableSink(ctx, row.Sink, GoneReason, "relay", now)
+	changed, err := r.ob.DisableSink(ctx, row.Sink, GoneReason, "relay", now, att.At)
 	at := now
 	switch {
 	case err != nil:
@@ -104,9 +110,15 @@ func (r *Relay) sinkGone(ctx context.Context, row Row, res sink.Result, att *Att
 		log.Warn("sink disabled: the receiver answered 410 Gone; its rows wait for `ediwatch sink enable`",
 			zap.Int("status", res.Status))
 	default:
-		log.Info("the receiver answered 410 Gone; the sink was already disabled", zap.Int("status", res.Status))
+		// Disabled already, or enabled after this request was sent: the
+		// enable is newer than this 410, and the row is tried again.
+		// Not due at once: with clocks apart, an enable stamped ahead of
+		// this relay's clock would otherwise have it hammer the receiver.
+		at = now.Add(backoff.Between(r.cfg.BackoffBase, 2*r.cfg.BackoffBase))
+		log.Info("the receiver answered 410 Gone; the sink was already disabled, or enabled since the request was sent",
+			zap.Int("status", res.Status), zap.Time("next_attempt_at", at))
 	}
-	if err == nil {
+	if changed {
 		r.m.SinkDisabled.WithLabelValues(row.Sink).Set(1)
 	}
 	att.Number = row.Attempts

@@ -236,7 +236,7 @@ func TestDisabledSinkWaitsPastMaxAge(t *testing.T) {
 		r := f.relay(t, 1, metrics.New(prometheus.NewRegistry()))
 		clock := time.Date(2026, 11, 30, 12, 0, 1, 0, time.UTC) // rows are stamped at noon
 		r.SetClock(func() time.Time { return clock })
-		if changed, err := st.DisableSink(ctx, "ledger", "receiver migration", "operator", clock); err != nil || !changed {
+		if changed, err := st.DisableSink(ctx, "ledger", "receiver migration", "operator", clock, clock); err != nil || !changed {
 			t.Fatalf("disable: %v %v", changed, err)
 		}
 		for range 3 {
@@ -268,7 +268,7 @@ func TestDisabledSinkWaitsPastMaxAge(t *testing.T) {
 // them; the other sink keeps delivering.
 func TestRelayParksRowsOfDisabledSink(t *testing.T) {
 	drivers(t, func(t *testing.T, st store.Store) {
-		if _, err := st.DisableSink(context.Background(), "ledger", "by hand", "operator", time.Now().UTC()); err != nil {
+		if _, err := st.DisableSink(context.Background(), "ledger", "by hand", "operator", time.Now().UTC(), time.Now().UTC()); err != nil {
 			t.Fatal(err)
 		}
 		f := newSinkFixture(t, st, 2, http.StatusOK)

@@ -70,6 +70,17 @@ func answersOnly(sets []ack.SetResult, ack277 bool) bool {
 	return len(sets) > 0
 }
 
+// onlyAckSets reports whether a group holds 999 or 997 sets alone: its
+// interchange gets no TA1 then, whatever the group's GS01 says.
+func onlyAckSets(sets []ack.SetResult) bool {
+	for _, s := range sets {
+		if s.Type != "999" && s.Type != "997" {
+			return false
+		}
+	}
+	return len(sets) > 0
+}
+
 // answerEffects returns the effects of a received 999 or 277CA, naming
 // their originals when orig finds them.
 func answerEffects(ctx context.Context, orig Originals, ix *envelope.Interchange, g *envelope.Group,

@@ -214,6 +214,9 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	ixIndex, groupIndex := 0, 0
 	var results []ack.SetResult
 	var reuse parsers
+	// groupsAreAcks: every group of the interchange so far is FA or holds
+	// only 999 and 997 sets (a partner's GS01 may be wrong).
+	groupsAreAcks := true
 	// groupHash digests the content hashes of the group's sets so far.
 	groupHash, hashText := sha256.New(), []byte(nil)
 	for {
@@ -265,6 +268,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 					return nil, err
 				}
 			}
+			groupsAreAcks = groupsAreAcks && (g.FunctionalID == "FA" || onlyAckSets(results))
 			results = results[:0]
 			groupHash.Reset()
 			groupIndex++
@@ -281,7 +285,9 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 					}
 				}
 			}
-			if !cfg.NoAcks && ack.WantsTA1(ix, onlyAcks(ix)) {
+			only := onlyAcks(ix) || len(ix.Groups) > 0 && groupsAreAcks
+			groupsAreAcks = true
+			if !cfg.NoAcks && ack.WantsTA1(ix, only) {
 				x, err := ack.BuildTA1(ctx, ix, cfg.ControlNumbers, cfg.Ack)
 				if err != nil {
 					return nil, err
@@ -346,7 +352,7 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 		out.Claims, out.Problems = claim.Parse(segs)
 	case s.Type == "999" && !noEffects:
 		out.Acks = answer.Parse999(segs)
-	case answer.Is277CA(s) && !noEffects:
+	case answer.Is277CA(s, g) && !noEffects:
 		out.Statuses = answer.Parse277CA(segs)
 	}
 	if noEffects {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -16,18 +17,30 @@ const (
 		AND ($3 = '' OR (length(key) > length($1) + length($3) AND right(key, length($3)) = $3
 			AND position(':' in substr(key, length($1) + 1, length(key) - length($1) - length($3))) = 0))
 		ORDER BY created_at DESC LIMIT 1`
+	// setKeyByEnvelopeSQL is SetKey for a prefix of six key parts (an
+	// envelope up to ISA08) and a suffix: the key less its seventh part
+	// (the ISA13) is prefix || suffix, which the index
+	// inbox_key_sans_isa13 (migration 0008) finds by equality ($1 prefix,
+	// $2 suffix).
+	setKeyByEnvelopeSQL = `SELECT key FROM inbox
+		WHERE regexp_replace(key, '^((?:[^:]*:){6})[^:]*', '\1') = $1 || $2 AND status = 'processed'
+		AND length(key) > length($1) + length($2)
+		ORDER BY created_at DESC LIMIT 1`
 	claimKeySQL = `SELECT effect_key FROM outbox
 		WHERE ordering_key = $1 AND kind = 'claim.received' ORDER BY id DESC LIMIT 1`
 )
 
-// SetKey implements inbox.AnswerLookup: a range of the inbox keys
-// exchanged between the two parties, in byte order (~>=~ and ~<~, which
-// the index inbox_key_pattern serves whatever the database's collation,
-// and with a parameter, unlike LIKE in a generic plan), filtered by the
-// suffix.
+// SetKey implements inbox.AnswerLookup. A 999's lookup (a prefix of six
+// key parts and a suffix) is one equality on the key less its ISA13
+// (index inbox_key_sans_isa13); any other (a TA1's: the sets of one
+// interchange) is a range of the inbox keys in byte order (~>=~ and ~<~,
+// which the index inbox_key_pattern serves whatever the database's
+// collation, and with a parameter, unlike LIKE in a generic plan),
+// filtered by the suffix.
 func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, error) {
 	var key string
-	err := s.pool.QueryRow(ctx, setKeySQL, prefix, prefix+"\x7f", suffix).Scan(&key)
+	q, args := setKeyQuery(prefix, suffix)
+	err := s.pool.QueryRow(ctx, q, args...).Scan(&key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -35,6 +48,16 @@ func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, erro
 		return "", fmt.Errorf("answered set: %w", err)
 	}
 	return key, nil
+}
+
+// setKeyQuery returns the query of SetKey and its arguments: by the
+// envelope less its ISA13 (one index equality) when prefix is the six
+// key parts a 999's lookup gives, else by the range of prefix.
+func setKeyQuery(prefix, suffix string) (string, []any) {
+	if suffix != "" && strings.Count(prefix, ":") == 6 && strings.HasSuffix(prefix, ":") && strings.HasPrefix(suffix, ":") {
+		return setKeyByEnvelopeSQL, []any{prefix, suffix}
+	}
+	return setKeySQL, []any{prefix, prefix + "\x7f", suffix}
 }
 
 // ClaimKey implements inbox.AnswerLookup, by the index outbox_claim_order.

@@ -725,8 +725,9 @@ const disabledSinksSQL = `(SELECT coalesce(array_agg(d.sink), '{}') FROM sink_st
 const parkedSQL = `'9999-12-31T00:00:00Z'::timestamptz`
 
 // DisableSink implements outbox.SinkStates. The sink_state row is written
-// first, so concurrent disables and enables of one sink take turns.
-func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (bool, error) {
+// first, so concurrent disables and enables of one sink take turns; a
+// sink enabled after sent is left enabled.
+func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now, sent time.Time) (bool, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return false, fmt.Errorf("disable sink: %w", err)
@@ -735,7 +736,7 @@ func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now ti
 	tag, err := tx.Exec(ctx, `INSERT INTO sink_state (sink, disabled, since, reason, changed_by) VALUES ($1, true, $2, $3, $4)
 		ON CONFLICT (sink) DO UPDATE SET disabled = true, since = excluded.since, reason = excluded.reason,
 			changed_by = excluded.changed_by
-		WHERE NOT sink_state.disabled`, sink, now, reason, by)
+		WHERE NOT sink_state.disabled AND sink_state.since <= $5`, sink, now, reason, by, sent)
 	if err != nil {
 		return false, fmt.Errorf("disable sink: %w", err)
 	}

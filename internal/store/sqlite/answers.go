@@ -5,18 +5,49 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
-// SetKey implements inbox.AnswerLookup: a range over the inbox's primary
-// key (prefix to prefix + DEL; keys are printable ASCII), filtered by the
-// suffix, so it reads the keys exchanged between the two parties only.
-func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, error) {
-	var key string
-	err := s.db.QueryRowContext(ctx, `SELECT key FROM inbox
+// keySansISA13 is the SQL expression of an inbox key with its seventh part
+// (the ISA13) taken out, "x12:P:ZZ:A:ZZ:B::A:B:1:837:0001" for
+// "x12:P:ZZ:A:ZZ:B:000000001:A:B:1:837:0001"; migration 0008 indexes it
+// (inbox_key_sans_isa13), and a query must write it the same way.
+var keySansISA13 = "substr(key, 1, " + colonAt(6) + ") || substr(key, " + colonAt(7) + ")"
+
+// colonAt returns the SQL expression of the position of the n-th ':' of
+// key (SQLite has no split function).
+func colonAt(n int) string {
+	if n == 1 {
+		return "instr(key, ':')"
+	}
+	p := colonAt(n - 1)
+	return "(" + p + " + instr(substr(key, " + p + " + 1), ':'))"
+}
+
+// setKeyQuery returns the query of SetKey and its arguments: one equality
+// on keySansISA13 when prefix is the six key parts a 999's lookup gives,
+// else a range of the primary key.
+func setKeyQuery(prefix, suffix string) (string, []any) {
+	if suffix != "" && strings.Count(prefix, ":") == 6 && strings.HasSuffix(prefix, ":") && strings.HasPrefix(suffix, ":") {
+		return `SELECT key FROM inbox WHERE ` + keySansISA13 + ` = ?1 || ?2 AND status = 'processed'
+			AND length(key) > length(?1) + length(?2) ORDER BY created_at DESC LIMIT 1`, []any{prefix, suffix}
+	}
+	return `SELECT key FROM inbox
 		WHERE key >= ?1 AND key < ?2 AND status = 'processed'
 		AND (?3 = '' OR (length(key) > length(?1) + length(?3) AND substr(key, -length(?3)) = ?3
 			AND instr(substr(key, length(?1) + 1, length(key) - length(?1) - length(?3)), ':') = 0))
-		ORDER BY created_at DESC LIMIT 1`, prefix, prefix+"\x7f", suffix).Scan(&key)
+		ORDER BY created_at DESC LIMIT 1`, []any{prefix, prefix + "\x7f", suffix}
+}
+
+// SetKey implements inbox.AnswerLookup: a 999's lookup (a prefix of six
+// key parts and a suffix) is one equality on the key less its ISA13
+// (index inbox_key_sans_isa13); any other (a TA1's: the sets of one
+// interchange) a range over the inbox's primary key (prefix to prefix +
+// DEL; keys are printable ASCII), filtered by the suffix.
+func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, error) {
+	var key string
+	q, args := setKeyQuery(prefix, suffix)
+	err := s.db.QueryRowContext(ctx, q, args...).Scan(&key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}

@@ -60,14 +60,14 @@ func BenchmarkClaimBesideDisabledSink(b *testing.B) {
 		s := newStore(b).(*Store)
 		insert(b, s, "gone", t0.Add(-time.Minute))
 		insert(b, s, "ledger", t0)
-		if _, err := s.DisableSink(ctx, "gone", outbox.GoneReason, "relay", t0); err != nil {
+		if _, err := s.DisableSink(ctx, "gone", outbox.GoneReason, "relay", t0, t0); err != nil {
 			b.Fatal(err)
 		}
 		claim(b, s)
 	})
 	b.Run("unparked", func(b *testing.B) {
 		s := newStore(b).(*Store)
-		if _, err := s.DisableSink(ctx, "gone", outbox.GoneReason, "relay", t0); err != nil {
+		if _, err := s.DisableSink(ctx, "gone", outbox.GoneReason, "relay", t0, t0); err != nil {
 			b.Fatal(err)
 		}
 		insert(b, s, "gone", t0.Add(-time.Minute))
@@ -76,7 +76,7 @@ func BenchmarkClaimBesideDisabledSink(b *testing.B) {
 	})
 	b.Run("reparked", func(b *testing.B) {
 		s := newStore(b).(*Store)
-		if _, err := s.DisableSink(ctx, "gone", outbox.GoneReason, "relay", t0); err != nil {
+		if _, err := s.DisableSink(ctx, "gone", outbox.GoneReason, "relay", t0, t0); err != nil {
 			b.Fatal(err)
 		}
 		insert(b, s, "gone", t0.Add(-time.Minute))

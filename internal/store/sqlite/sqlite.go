@@ -656,8 +656,9 @@ func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit 
 // in due order, never pass them.
 const parkedUS = 253402214400000000
 
-// DisableSink implements outbox.SinkStates: one write transaction.
-func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now time.Time) (bool, error) {
+// DisableSink implements outbox.SinkStates: one write transaction; a sink
+// enabled after sent is left enabled.
+func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now, sent time.Time) (bool, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("disable sink: %w", err)
@@ -666,7 +667,7 @@ func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now ti
 	res, err := tx.ExecContext(ctx, `INSERT INTO sink_state (sink, disabled, since, reason, changed_by) VALUES (?, 1, ?, ?, ?)
 		ON CONFLICT (sink) DO UPDATE SET disabled = 1, since = excluded.since, reason = excluded.reason,
 			changed_by = excluded.changed_by
-		WHERE NOT sink_state.disabled`, sink, us(now), reason, by)
+		WHERE NOT sink_state.disabled AND sink_state.since <= ?`, sink, us(now), reason, by, us(sent))
 	if err != nil {
 		return false, fmt.Errorf("disable sink: %w", err)
 	}

@@ -25,10 +25,10 @@ func testDisabledSinkNeverClaimed(t *testing.T, s store.Store) {
 		t.Fatalf("claim before the disable: %v %v", first, err)
 	}
 	disabledAt := t0.Add(time.Second)
-	if changed, err := s.DisableSink(ctx, "ledger", outbox.GoneReason, "relay", disabledAt); err != nil || !changed {
+	if changed, err := s.DisableSink(ctx, "ledger", outbox.GoneReason, "relay", disabledAt, disabledAt); err != nil || !changed {
 		t.Fatalf("disable: %v %v", changed, err)
 	}
-	if changed, err := s.DisableSink(ctx, "ledger", "by hand", "operator", disabledAt.Add(time.Minute)); err != nil || changed {
+	if changed, err := s.DisableSink(ctx, "ledger", "by hand", "operator", disabledAt.Add(time.Minute), disabledAt.Add(time.Minute)); err != nil || changed {
 		t.Fatalf("disable again: changed %v %v, want no change", changed, err)
 	}
 	states, err := s.SinkStates(ctx)
@@ -102,7 +102,7 @@ func testDisableSinkConcurrently(t *testing.T, s store.Store) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			changed, err := s.DisableSink(ctx, "ledger", outbox.GoneReason, "relay", t0.Add(time.Duration(i)*time.Second))
+			changed, err := s.DisableSink(ctx, "ledger", outbox.GoneReason, "relay", t0.Add(time.Duration(i)*time.Second), t0.Add(time.Duration(i)*time.Second))
 			if err != nil {
 				t.Error(err)
 			}
@@ -130,7 +130,7 @@ func testParkDisabled(t *testing.T, s store.Store) {
 	if n, err := s.ParkDisabled(ctx); err != nil || n != 0 {
 		t.Fatalf("park with no sink disabled: %d %v", n, err)
 	}
-	if _, err := s.DisableSink(ctx, "ledger", "by hand", "operator", t0); err != nil {
+	if _, err := s.DisableSink(ctx, "ledger", "by hand", "operator", t0, t0); err != nil {
 		t.Fatal(err)
 	}
 	addEffects(t, s, "late.x12",

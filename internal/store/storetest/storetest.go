@@ -110,6 +110,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"DisabledSinkNeverClaimed":         testDisabledSinkNeverClaimed,
 		"DisableSinkConcurrently":          testDisableSinkConcurrently,
 		"ParkDisabledRowsArrivedLater":     testParkDisabled,
+		"Stale410LeavesEnabledSink":        testStale410LeavesEnabledSink,
 		"Leases":                           testLeases,
 		"CheckLease":                       testCheckLease,
 		"StaleFenceCommitsNothing":         testStaleFenceCommitsNothing,

@@ -30,6 +30,12 @@ type ClaimStatus struct {
 	PatientControlNumber string `json:"patient_control_number,omitempty"`
 	// TraceNumber is TRN02 of a batch or provider status.
 	TraceNumber string `json:"trace_number,omitempty"`
+	// BatchTrace is the TRN02 of the information receiver's loop (2200B:
+	// the answered 837's BHT03) that a provider or claim status belongs
+	// to. It tells apart the statuses of two batches that otherwise read
+	// alike (2200C TRN02 is the information source's to assign, often
+	// "0"), and a re-sent 277CA keeps it.
+	BatchTrace string `json:"batch_trace,omitempty"`
 	// PayerClaimNumber is REF*1K; ClearinghouseTrace REF*D9; BillType
 	// REF*BLT.
 	PayerClaimNumber   string `json:"payer_claim_number,omitempty"`
@@ -112,9 +118,17 @@ func Verdict(statuses []Status) string {
 	return v
 }
 
-// Is277CA reports whether a set is a 277CA claim acknowledgment.
-func Is277CA(s *envelope.Set) bool {
-	return s.Type == "277" && s.Implementation == Implementation277CA
+// Is277CA reports whether a set of group g is a 277CA claim
+// acknowledgment: by its ST03, or by the group's GS08 when ST03 is left
+// out (it is optional in the X12 standard; g may be nil).
+func Is277CA(s *envelope.Set, g *envelope.Group) bool {
+	if s.Type != "277" {
+		return false
+	}
+	if s.Implementation != "" {
+		return s.Implementation == Implementation277CA
+	}
+	return g != nil && g.Version == Implementation277CA
 }
 
 // Parse277CA returns the statuses of a 277CA set (its segments, ST to SE),
@@ -128,6 +142,7 @@ func Parse277CA(segs []envelope.Segment) []ClaimStatus {
 		level              string // of the current HL
 		source, sourceName string
 		provider           string
+		batchTrace         string // 2200B TRN02 of the current receiver
 	)
 	flush := func() {
 		if cur != nil && (cur.Level == LevelClaim || len(cur.Statuses) > 0) {
@@ -153,6 +168,7 @@ func Parse277CA(segs []envelope.Segment) []ClaimStatus {
 				level = "source"
 			case "21":
 				level = LevelBatch
+				batchTrace, provider = "", ""
 			case "19":
 				level = LevelProvider
 				provider = ""
@@ -178,8 +194,10 @@ func Parse277CA(segs []envelope.Segment) []ClaimStatus {
 				} else {
 					cur.TraceNumber = s.Str(2)
 				}
-				if level != LevelBatch {
-					cur.Provider = provider
+				if level == LevelBatch {
+					batchTrace = s.Str(2)
+				} else {
+					cur.Provider, cur.BatchTrace = provider, batchTrace
 				}
 			}
 		case "STC":

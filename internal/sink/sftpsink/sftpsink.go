@@ -3,8 +3,9 @@
 // (ack.999, ack.ta1) as its raw X12 (one interchange per file), every other
 // kind as its CloudEvents JSON event.
 //
-// A file is uploaded under its final name plus a temporary suffix and
-// renamed into place: with posix-rename@openssh.com when the server offers
+// A file is uploaded under its final name plus a random part and a
+// temporary suffix (each upload its own, so two uploads of one row at once
+// never write or rename each other's file) and renamed into place: with posix-rename@openssh.com when the server offers
 // it (an existing file of that name is replaced atomically), else by
 // removing the final name first. With Rename off (servers without RENAME)
 // the final name is written directly. Either way the final name is
@@ -19,6 +20,7 @@ package sftpsink
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -28,6 +30,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -51,8 +54,8 @@ type Config struct {
 	Conn psftp.Config
 	// Directory receives the files.
 	Directory string
-	// TempSuffix is appended to the final name while uploading (default
-	// DefaultTempSuffix).
+	// TempSuffix ends the temporary name of an upload, the final name
+	// plus a random part (default DefaultTempSuffix).
 	TempSuffix string
 	// Direct writes the final name directly (rename: false), for servers
 	// without RENAME.
@@ -71,6 +74,12 @@ type SFTP struct {
 	// plainRename ignores posix-rename@openssh.com (tests of the
 	// fallback for servers without it).
 	plainRename bool
+	mu          sync.Mutex
+	// leftovers are temporary files of failed uploads still to remove.
+	leftovers map[string]struct{}
+	// hook, when set, is called at stages of an upload ("opened",
+	// "written"), for tests of concurrent uploads.
+	hook func(stage string)
 }
 
 // New checks the configuration and reads the credentials and known hosts;
@@ -267,12 +276,64 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 func (s *SFTP) put(c *sftp.Client, final string, body []byte) error {
 	target := final
 	if !s.cfg.Direct {
-		target = final + s.cfg.TempSuffix
+		// Each upload has its own temporary name: two uploads of one row
+		// at once (a lease lapsed mid-upload) must not truncate or
+		// rename each other's file, or the final name would show a
+		// partial one.
+		var r [6]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return err
+		}
+		target = final + "." + hex.EncodeToString(r[:]) + s.cfg.TempSuffix
 	}
-	if err := write(c, target, body); err != nil {
+	s.removeLeftovers(c)
+	if err := s.upload(c, target, final, body); err != nil {
+		if target != final && c.Remove(target) != nil {
+			s.leftover(target)
+		}
 		return err
 	}
-	if !s.cfg.Direct {
+	return nil
+}
+
+// maxLeftovers bounds the temporary files kept for removal.
+const maxLeftovers = 1000
+
+// leftover remembers a temporary file a failed upload could not remove
+// (its connection lost), for removal over the next connection.
+func (s *SFTP) leftover(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leftovers == nil {
+		s.leftovers = map[string]struct{}{}
+	}
+	if len(s.leftovers) < maxLeftovers {
+		s.leftovers[p] = struct{}{}
+	}
+}
+
+// removeLeftovers removes the temporary files of failed uploads.
+func (s *SFTP) removeLeftovers(c *sftp.Client) {
+	s.mu.Lock()
+	var ps []string
+	for p := range s.leftovers {
+		ps = append(ps, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		if err := c.Remove(p); err == nil || errors.Is(err, os.ErrNotExist) {
+			s.mu.Lock()
+			delete(s.leftovers, p)
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) error {
+	if err := s.write(c, target, body); err != nil {
+		return err
+	}
+	if target != final {
 		if _, ok := c.HasExtension("posix-rename@openssh.com"); ok && !s.plainRename {
 			if err := c.PosixRename(target, final); err != nil {
 				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
@@ -298,10 +359,13 @@ func (s *SFTP) put(c *sftp.Client, final string, body []byte) error {
 	return nil
 }
 
-func write(c *sftp.Client, p string, body []byte) error {
+func (s *SFTP) write(c *sftp.Client, p string, body []byte) error {
 	f, err := c.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path.Base(p), err)
+	}
+	if s.hook != nil {
+		s.hook("opened")
 	}
 	if _, err := f.Write(body); err != nil {
 		f.Close()
@@ -309,6 +373,9 @@ func write(c *sftp.Client, p string, body []byte) error {
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", path.Base(p), err)
+	}
+	if s.hook != nil {
+		s.hook("written")
 	}
 	return nil
 }

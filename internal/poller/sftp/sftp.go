@@ -191,7 +191,13 @@ func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sftp %s: %w", s.cfg.Address, err)
 	}
+	// The deadline bounds the whole setup, the SFTP session's start
+	// included (a server may finish the SSH handshake and never answer
+	// the SFTP version); a context done meanwhile cuts it short. The
+	// connection's lock is held meanwhile, by every other caller too.
 	nc.SetDeadline(time.Now().Add(s.cfg.Timeout))
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	cc, chans, reqs, err := ssh.NewClientConn(nc, s.cfg.Address, &ssh.ClientConfig{
 		User: s.cfg.User, Auth: []ssh.AuthMethod{s.auth}, HostKeyCallback: s.hostKeys,
 		HostKeyAlgorithms: s.algos, Timeout: s.cfg.Timeout,
@@ -200,12 +206,16 @@ func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
 		nc.Close()
 		return nil, fmt.Errorf("sftp %s@%s: %w", s.cfg.User, s.cfg.Address, err)
 	}
-	nc.SetDeadline(time.Time{})
 	sc := ssh.NewClient(cc, chans, reqs)
 	client, err := sftp.NewClient(sc, sftp.UseConcurrentReads(true), sftp.MaxConcurrentRequestsPerFile(64))
 	if err != nil {
 		sc.Close()
 		return nil, fmt.Errorf("sftp %s: start sftp: %w", s.cfg.Address, err)
+	}
+	if !stop() || nc.SetDeadline(time.Time{}) != nil {
+		client.Close()
+		sc.Close()
+		return nil, fmt.Errorf("sftp %s: %w", s.cfg.Address, context.Cause(ctx))
 	}
 	s.ssh, s.client = sc, client
 	s.stop = make(chan struct{})

@@ -89,3 +89,52 @@ func TestConcurrentUploadsOfOneRowNeverShowAPartialFile(t *testing.T) {
 		t.Errorf("files %v, want only %s", names, name)
 	}
 }
+
+// TestAFileThePartnerTakesAtOnceCountsAsDelivered: a partner whose poller
+// takes each file the moment it appears (or a server that moves a file
+// away when it is closed, as mailbox servers without RENAME do) leaves
+// nothing under the final name by the time the upload would look. The
+// upload was complete and in place: the delivery counts, for it is not to
+// be sent again (a second 999 in the partner's system).
+func TestAFileThePartnerTakesAtOnceCountsAsDelivered(t *testing.T) {
+	sshd := testenv.OpenSSH(t)
+	for _, direct := range []bool{false, true} {
+		dir, err := os.MkdirTemp(sshd.Drop, "sink-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(dir, 0o777)
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		s, err := New(Config{Name: "p", Directory: dir, Direct: direct, Timeout: 20 * time.Second,
+			Conn: psftp.Config{Address: sshd.Addr, User: sshd.User, PrivateKeyFile: sshd.KeyFile, KnownHostsFile: sshd.KnownHosts}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		payload, _ := json.Marshal(map[string]string{"k": "v"})
+		msg := sink.Message{EffectKey: "payment:P:2", Kind: "payment.posted", Payload: payload, CreatedAt: time.Now()}
+		name, body, err := FileName(DefaultName, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var taken []byte
+		take := func() { // the partner's poller
+			if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
+				taken = b
+				os.Remove(filepath.Join(dir, name))
+			}
+		}
+		s.hook = func(stage string) {
+			if stage == "renamed" || direct && stage == "written" {
+				take()
+			}
+		}
+		res := s.Deliver(context.Background(), msg, time.Now())
+		if !bytes.Equal(taken, body) {
+			t.Fatalf("direct %v: the partner took %d bytes of %d", direct, len(taken), len(body))
+		}
+		if res.Outcome != sink.Delivered {
+			t.Errorf("direct %v: a complete file the partner took at once is not delivered (to be sent again): %+v", direct, res)
+		}
+	}
+}

@@ -12,7 +12,9 @@
 // same file and never leaves two; a file of other content under the name
 // (two effects whose placeholders agree) is never replaced, and the
 // delivery is retried until the partner has taken it. A delivery counts
-// once the final file holds what was written.
+// once the open file shows the size written and the rename (if any) took;
+// the final name is not looked up afterwards, for a partner may take the
+// file at once.
 //
 // Connections are made as the SFTP source makes them (internal/poller/sftp:
 // known_hosts required, unknown host keys refused); one is shared by every
@@ -273,8 +275,8 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 	return sink.Result{Outcome: sink.Delivered}
 }
 
-// put writes body to final (through a temporary name unless Direct) and
-// checks the result by size.
+// put writes body to final (through a temporary name unless Direct),
+// checked by size while open.
 func (s *SFTP) put(c *sftp.Client, final string, body []byte) error {
 	target := final
 	if !s.cfg.Direct {
@@ -351,7 +353,11 @@ func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) error {
 		// under the final name is this effect's own (an upload done but
 		// not recorded, or a second worker's), or another effect's
 		// under the same name, which must not be lost.
-		if err := c.Rename(target, final); err != nil {
+		err := c.Rename(target, final)
+		if err == nil && s.hook != nil {
+			s.hook("renamed")
+		}
+		if err != nil {
 			fi, serr := c.Lstat(final)
 			if serr != nil {
 				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
@@ -365,13 +371,10 @@ func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) error {
 			return nil
 		}
 	}
-	fi, err := c.Stat(final)
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", path.Base(final), err)
-	}
-	if fi.Size() != int64(len(body)) {
-		return fmt.Errorf("%s holds %d bytes, want %d", path.Base(final), fi.Size(), len(body))
-	}
+	// The file was checked by size while open and is in place now; a
+	// look at the final name could find it gone already (the partner's
+	// poller, or a server that moves files away once closed), and a
+	// retry would deliver it twice.
 	return nil
 }
 
@@ -419,6 +422,20 @@ func (s *SFTP) write(c *sftp.Client, p string, body []byte) error {
 	if _, err := f.Write(body); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path.Base(p), err)
+	}
+	// The size is checked on the open file (fstat, or a stat of its name
+	// where the server has no fstat), before anyone may take it.
+	fi, err := f.Stat()
+	if err != nil {
+		fi, err = c.Stat(p)
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("stat %s: %w", path.Base(p), err)
+	}
+	if fi.Size() != int64(len(body)) {
+		f.Close()
+		return fmt.Errorf("%s holds %d bytes, want %d", path.Base(p), fi.Size(), len(body))
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", path.Base(p), err)

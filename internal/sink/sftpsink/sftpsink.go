@@ -325,7 +325,11 @@ func (s *SFTP) removeLeftovers(c *sftp.Client) {
 	}
 	s.mu.Unlock()
 	for _, p := range ps {
-		if err := c.Remove(p); err == nil || errors.Is(err, os.ErrNotExist) {
+		// Kept only while the connection fails; a server's answer (gone,
+		// or a folder that refuses deletes) is final.
+		var se *sftp.StatusError
+		if err := c.Remove(p); err == nil || errors.As(err, &se) || errors.Is(err, os.ErrNotExist) ||
+			errors.Is(err, os.ErrPermission) {
 			s.mu.Lock()
 			delete(s.leftovers, p)
 			s.mu.Unlock()

@@ -635,6 +635,10 @@ func (c *Config) Validate() error {
 			bad("routes."+kind, "is not an effect kind ("+strings.Join(kinds, ", ")+")", quote(kind))
 		}
 		c.validateRoute("routes."+kind, sinks, bad)
+		if kind == outbox.KindDeliveryDead && len(sinks) > 1 {
+			// The relay records each dead row's event for one sink.
+			bad("routes."+kind, "takes one sink (delivery.dead events are recorded for one)", quote(strings.Join(sinks, ", ")))
+		}
 	}
 	for i, s := range c.Sources {
 		for kind, sinks := range s.Routes {

@@ -63,10 +63,10 @@ routes: {payment.posted: partner, claim.received: partner, ack.999: partner, ack
 
 // TestRoutesNameSeveralSinksAndSourcesOverride: a route is one sink or a
 // list; a source's routes replace the global ones kind by kind for what it
-// produced; every named sink must exist, none twice; delivery.dead goes to
-// the first sink of its route.
+// produced; every named sink must exist, none twice; delivery.dead takes
+// one sink (TestDeliveryDeadRouteTakesOneSink).
 func TestRoutesNameSeveralSinksAndSourcesOverride(t *testing.T) {
-	c, err := loadYAML(t, sftpSinkYAML+`routes: {payment.posted: s, claim.received: [s], ack.999: [s, partner], ack.ta1: s, delivery.dead: [s, partner]}
+	c, err := loadYAML(t, sftpSinkYAML+`routes: {payment.posted: s, claim.received: [s], ack.999: [s, partner], ack.ta1: s, delivery.dead: [s]}
 sources:
   - {name: a, type: local, directories: [/in]}
   - {name: b, type: local, directories: [/in], routes: {ack.999: [partner], ack.ta1: partner}}

@@ -112,3 +112,20 @@ sources:
 		t.Errorf("ack.999 unrouted for source b: %v", err)
 	}
 }
+
+// TestSFTPAddressWithCredentialsIsRefusedRedacted: a user and password
+// written into an sftp address (the habit of sftp://user:pass@host URLs)
+// is refused, for a sink and for a source, without the password in the
+// message.
+func TestSFTPAddressWithCredentialsIsRefusedRedacted(t *testing.T) {
+	_, err := loadYAML(t, strings.Replace(sftpSinkYAML, `"sftp.example.test:22"`, `"riverside:hunter2@sftp.example.test:22"`, 1)+
+		`routes: {payment.posted: s, claim.received: s, ack.999: partner, ack.ta1: partner}
+sources:
+  - {name: a, type: sftp, address: "riverside:hunter2@sftp.example.test:22", user: riverside,
+     private_key_file: /k, known_hosts_file: /kh, directories: [/in]}
+`)
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "sinks.partner.address") ||
+		!strings.Contains(err.Error(), "sources[0].address") {
+		t.Errorf("an address with credentials: %v", err)
+	}
+}

@@ -389,7 +389,9 @@ var ErrNameTaken = errors.New("holds another file")
 // partial, a beginning of it, as a cut direct upload leaves), that is an
 // upload of this effect; another file under the name is ErrNameTaken
 // (wrapping os.ErrExist: the server answered, the connection stays). A
-// file the user may not read counts as ours when its size allows.
+// file the user may not read is not known to be ours: the error is
+// retried (a copy sent twice once the partner took it, rather than a lost
+// one).
 func (s *SFTP) ours(c *sftp.Client, p string, size int64, body []byte, partial bool) error {
 	fits := size == int64(len(body)) || partial && size < int64(len(body))
 	taken := fmt.Errorf("%s %w (%d bytes), left in place: two effects under one name (put {id} in the pattern); retried until the partner takes it: %w",
@@ -398,9 +400,6 @@ func (s *SFTP) ours(c *sftp.Client, p string, size int64, body []byte, partial b
 		return taken
 	}
 	f, err := c.Open(p)
-	if errors.Is(err, os.ErrPermission) {
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", path.Base(p), err)
 	}

@@ -535,9 +535,7 @@ func (c *Config) Validate() error {
 		names[s.Name] = true
 		switch s.Type {
 		case "sftp":
-			if _, _, err := net.SplitHostPort(s.Address); err != nil {
-				bad(p+".address", "must be host:port", quote(s.Address))
-			}
+			checkAddress(p+".address", s.Address, bad)
 			if s.User == "" {
 				bad(p+".user", "must be set for sftp", `""`)
 			}
@@ -635,6 +633,10 @@ func (c *Config) Validate() error {
 			bad("routes."+kind, "is not an effect kind ("+strings.Join(kinds, ", ")+")", quote(kind))
 		}
 		c.validateRoute("routes."+kind, sinks, bad)
+		if kind == outbox.KindDeliveryDead && len(sinks) > 1 {
+			// The relay records each dead row's event for one sink.
+			bad("routes."+kind, "takes one sink (delivery.dead events are recorded for one)", quote(strings.Join(sinks, ", ")))
+		}
 	}
 	for i, s := range c.Sources {
 		for kind, sinks := range s.Routes {
@@ -712,9 +714,7 @@ func (c *Config) validateSFTPSink(p string, s Sink, bad func(path, rule string, 
 	if s.URL != "" {
 		bad(p+".url", "is for type http; an sftp sink has address and directory", quote(sink.RedactURL(s.URL)))
 	}
-	if _, _, err := net.SplitHostPort(s.Address); err != nil {
-		bad(p+".address", "must be host:port", quote(s.Address))
-	}
+	checkAddress(p+".address", s.Address, bad)
 	if s.User == "" {
 		bad(p+".user", "must be set for sftp", `""`)
 	}
@@ -735,6 +735,19 @@ func (c *Config) validateSFTPSink(p string, s Sink, bad func(path, rule string, 
 	}
 	if s.Raw || s.SecretFile != "" || len(s.HeaderFiles) > 0 {
 		bad(p, "raw, secret_file and header_files are for type http", quote(s.Type))
+	}
+}
+
+// checkAddress checks an SFTP address: host:port, with no user or
+// password in it (user and password_file hold them); one that has them is
+// refused without being shown.
+func checkAddress(p, addr string, bad func(path, rule string, got any)) {
+	if strings.Contains(addr, "@") {
+		bad(p, "must be host:port, without a user or password (set user, and password_file or private_key_file)", "[redacted]")
+		return
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		bad(p, "must be host:port", quote(addr))
 	}
 }
 

@@ -34,3 +34,20 @@ sources:
 		t.Errorf("a route to no sink: %v", err)
 	}
 }
+
+// TestDeliveryDeadRouteTakesOneSink: the relay records each dead row's
+// event for one sink, so a delivery.dead route naming two is refused
+// rather than loaded with its second sink silently never getting an event.
+func TestDeliveryDeadRouteTakesOneSink(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  s: {url: "https://x.example.test/"}
+  chat: {url: "https://chat.example.test/hooks"}
+routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s, delivery.dead: [chat, s]}
+sources:
+  - {name: a, type: local, directories: [/in]}
+`), 0o600)
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "routes.delivery.dead: takes one sink") {
+		t.Errorf("delivery.dead routed to two sinks: %v", err)
+	}
+}

@@ -63,10 +63,10 @@ routes: {payment.posted: partner, claim.received: partner, ack.999: partner, ack
 
 // TestRoutesNameSeveralSinksAndSourcesOverride: a route is one sink or a
 // list; a source's routes replace the global ones kind by kind for what it
-// produced; every named sink must exist, none twice; delivery.dead goes to
-// the first sink of its route.
+// produced; every named sink must exist, none twice; delivery.dead takes
+// one sink (TestDeliveryDeadRouteTakesOneSink).
 func TestRoutesNameSeveralSinksAndSourcesOverride(t *testing.T) {
-	c, err := loadYAML(t, sftpSinkYAML+`routes: {payment.posted: s, claim.received: [s], ack.999: [s, partner], ack.ta1: s, delivery.dead: [s, partner]}
+	c, err := loadYAML(t, sftpSinkYAML+`routes: {payment.posted: s, claim.received: [s], ack.999: [s, partner], ack.ta1: s, delivery.dead: [s]}
 sources:
   - {name: a, type: local, directories: [/in]}
   - {name: b, type: local, directories: [/in], routes: {ack.999: [partner], ack.ta1: partner}}
@@ -110,5 +110,22 @@ sources:
   - {name: b, type: local, directories: [/in]}
 `); err == nil || !strings.Contains(err.Error(), "routes.ack.999: must be routed") {
 		t.Errorf("ack.999 unrouted for source b: %v", err)
+	}
+}
+
+// TestSFTPAddressWithCredentialsIsRefusedRedacted: a user and password
+// written into an sftp address (the habit of sftp://user:pass@host URLs)
+// is refused, for a sink and for a source, without the password in the
+// message.
+func TestSFTPAddressWithCredentialsIsRefusedRedacted(t *testing.T) {
+	_, err := loadYAML(t, strings.Replace(sftpSinkYAML, `"sftp.example.test:22"`, `"riverside:hunter2@sftp.example.test:22"`, 1)+
+		`routes: {payment.posted: s, claim.received: s, ack.999: partner, ack.ta1: partner}
+sources:
+  - {name: a, type: sftp, address: "riverside:hunter2@sftp.example.test:22", user: riverside,
+     private_key_file: /k, known_hosts_file: /kh, directories: [/in]}
+`)
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "sinks.partner.address") ||
+		!strings.Contains(err.Error(), "sources[0].address") {
+		t.Errorf("an address with credentials: %v", err)
 	}
 }

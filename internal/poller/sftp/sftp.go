@@ -164,25 +164,26 @@ func knownAlgorithms(kh ssh.HostKeyCallback, address string) []string {
 	return algos
 }
 
-// conn returns the live connection, connecting when there is none and the
-// reconnect backoff allows.
-func (s *Source) conn(ctx context.Context) (*sftp.Client, error) {
+// conn returns the live connection (the SFTP client and the SSH
+// connection under it), connecting when there is none and the reconnect
+// backoff allows.
+func (s *Source) conn(ctx context.Context) (*sftp.Client, *ssh.Client, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.client != nil {
-		return s.client, nil
+		return s.client, s.ssh, nil
 	}
 	if wait := time.Until(s.retryAt); wait > 0 {
-		return nil, fmt.Errorf("sftp %s: reconnecting in %s after %d failures", s.cfg.Address, wait.Round(time.Millisecond), s.failures)
+		return nil, nil, fmt.Errorf("sftp %s: reconnecting in %s after %d failures", s.cfg.Address, wait.Round(time.Millisecond), s.failures)
 	}
 	client, err := s.dial(ctx)
 	if err != nil {
 		s.failures++
 		s.retryAt = time.Now().Add(backoff.Full(s.cfg.BackoffBase, s.cfg.BackoffMax, s.failures))
-		return nil, err
+		return nil, nil, err
 	}
 	s.failures, s.retryAt = 0, time.Time{}
-	return client, nil
+	return client, s.ssh, nil
 }
 
 func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
@@ -191,7 +192,13 @@ func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sftp %s: %w", s.cfg.Address, err)
 	}
+	// The deadline bounds the whole setup, the SFTP session's start
+	// included (a server may finish the SSH handshake and never answer
+	// the SFTP version); a context done meanwhile cuts it short. The
+	// connection's lock is held meanwhile, by every other caller too.
 	nc.SetDeadline(time.Now().Add(s.cfg.Timeout))
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	cc, chans, reqs, err := ssh.NewClientConn(nc, s.cfg.Address, &ssh.ClientConfig{
 		User: s.cfg.User, Auth: []ssh.AuthMethod{s.auth}, HostKeyCallback: s.hostKeys,
 		HostKeyAlgorithms: s.algos, Timeout: s.cfg.Timeout,
@@ -200,12 +207,16 @@ func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
 		nc.Close()
 		return nil, fmt.Errorf("sftp %s@%s: %w", s.cfg.User, s.cfg.Address, err)
 	}
-	nc.SetDeadline(time.Time{})
 	sc := ssh.NewClient(cc, chans, reqs)
 	client, err := sftp.NewClient(sc, sftp.UseConcurrentReads(true), sftp.MaxConcurrentRequestsPerFile(64))
 	if err != nil {
 		sc.Close()
 		return nil, fmt.Errorf("sftp %s: start sftp: %w", s.cfg.Address, err)
+	}
+	if !stop() || nc.SetDeadline(time.Time{}) != nil {
+		client.Close()
+		sc.Close()
+		return nil, fmt.Errorf("sftp %s: %w", s.cfg.Address, context.Cause(ctx))
 	}
 	s.ssh, s.client = sc, client
 	s.stop = make(chan struct{})
@@ -268,8 +279,9 @@ func (s *Source) closeLocked() {
 	s.client, s.ssh = nil, nil
 }
 
-// failed drops the connection when err shows it is broken.
-func (s *Source) failed(err error) error {
+// failed drops the connection sc when err, from a call on it, shows it is
+// broken. A newer connection (another caller reconnected meanwhile) stays.
+func (s *Source) failed(sc *ssh.Client, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -282,21 +294,19 @@ func (s *Source) failed(err error) error {
 		errors.Is(err, os.ErrPermission)) {
 		return err
 	}
-	s.mu.Lock()
-	s.closeLocked()
-	s.mu.Unlock()
+	s.drop(sc)
 	return err
 }
 
 // List implements poller.Source.
 func (s *Source) List(ctx context.Context, dir string) ([]poller.Entry, error) {
-	c, err := s.conn(ctx)
+	c, sc, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	infos, err := c.ReadDirContext(ctx, dir)
 	if err != nil {
-		return nil, s.failed(err)
+		return nil, s.failed(sc, err)
 	}
 	out := make([]poller.Entry, 0, len(infos))
 	for _, fi := range infos {
@@ -312,32 +322,29 @@ func (s *Source) List(ctx context.Context, dir string) ([]poller.Entry, error) {
 // hold them (and a shutdown) for as long as it stalls; dropping the
 // connection fails every call on it at once, and the next call
 // reconnects.
-func (s *Source) abortOn(ctx context.Context) (stop func() bool) {
-	s.mu.Lock()
-	sc := s.ssh
-	s.mu.Unlock()
+func (s *Source) abortOn(ctx context.Context, sc *ssh.Client) (stop func() bool) {
 	return context.AfterFunc(ctx, func() { s.drop(sc) })
 }
 
 // do runs fn on the connection, aborted when ctx is done.
-func (s *Source) do(ctx context.Context, fn func(c *sftp.Client) error) error {
-	c, err := s.conn(ctx)
+func (s *Source) do(ctx context.Context, fn func(c *sftp.Client, sc *ssh.Client) error) error {
+	c, sc, err := s.conn(ctx)
 	if err != nil {
 		return err
 	}
-	stop := s.abortOn(ctx)
-	err = fn(c)
+	stop := s.abortOn(ctx, sc)
+	err = fn(c, sc)
 	stop()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return s.failed(err)
+	return s.failed(sc, err)
 }
 
 // Stat implements poller.Source.
 func (s *Source) Stat(ctx context.Context, p string) (poller.Entry, error) {
 	var e poller.Entry
-	err := s.do(ctx, func(c *sftp.Client) error {
+	err := s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error {
 		fi, err := c.Lstat(p)
 		if err != nil {
 			return err
@@ -354,14 +361,16 @@ func (s *Source) Stat(ctx context.Context, p string) (poller.Entry, error) {
 // Open implements poller.Source. The file's reads honour ctx.
 func (s *Source) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	var f *sftp.File
-	err := s.do(ctx, func(c *sftp.Client) (err error) {
+	var conn *ssh.Client
+	err := s.do(ctx, func(c *sftp.Client, sc *ssh.Client) (err error) {
+		conn = sc
 		f, err = c.Open(p)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &file{File: f, s: s, ctx: ctx}, nil
+	return &file{File: f, s: s, sc: conn, ctx: ctx}, nil
 }
 
 // file drops the connection when a read fails below the SFTP layer or
@@ -369,42 +378,43 @@ func (s *Source) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 type file struct {
 	*sftp.File
 	s   *Source
+	sc  *ssh.Client // the connection the file is open on
 	ctx context.Context
 }
 
 func (f *file) Read(b []byte) (int, error) {
-	stop := f.s.abortOn(f.ctx)
+	stop := f.s.abortOn(f.ctx, f.sc)
 	n, err := f.File.Read(b)
 	stop()
 	if err != nil && err != io.EOF {
 		if f.ctx.Err() != nil {
 			return n, f.ctx.Err()
 		}
-		err = f.s.failed(err)
+		err = f.s.failed(f.sc, err)
 	}
 	return n, err
 }
 
 func (f *file) WriteTo(w io.Writer) (int64, error) {
-	stop := f.s.abortOn(f.ctx)
+	stop := f.s.abortOn(f.ctx, f.sc)
 	n, err := f.File.WriteTo(w)
 	stop()
 	if err != nil && f.ctx.Err() != nil {
 		return n, f.ctx.Err()
 	}
-	return n, f.s.failed(err)
+	return n, f.s.failed(f.sc, err)
 }
 
 // Remove implements poller.Source.
 func (s *Source) Remove(ctx context.Context, p string) error {
-	return s.do(ctx, func(c *sftp.Client) error { return c.Remove(p) })
+	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error { return c.Remove(p) })
 }
 
 // Rename implements poller.Source. SFTP's rename (version 3, as OpenSSH
 // serves it) fails when the target exists; a stat first makes the error
 // os.ErrExist on every server.
 func (s *Source) Rename(ctx context.Context, from, to string) error {
-	return s.do(ctx, func(c *sftp.Client) error {
+	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error {
 		if _, err := c.Lstat(to); err == nil {
 			return fmt.Errorf("rename %s: %w", to, os.ErrExist)
 		}
@@ -414,7 +424,7 @@ func (s *Source) Rename(ctx context.Context, from, to string) error {
 
 // MkdirAll implements poller.Source.
 func (s *Source) MkdirAll(ctx context.Context, dir string) error {
-	return s.do(ctx, func(c *sftp.Client) error { return c.MkdirAll(dir) })
+	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error { return c.MkdirAll(dir) })
 }
 
 // Close implements poller.Source.
@@ -430,5 +440,5 @@ func (s *Source) Close() error {
 // broken drops it, so the next call reconnects. The SFTP sink writes
 // through it.
 func (s *Source) Do(ctx context.Context, fn func(c *sftp.Client) error) error {
-	return s.do(ctx, fn)
+	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error { return fn(c) })
 }

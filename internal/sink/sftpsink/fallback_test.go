@@ -13,11 +13,12 @@ import (
 	"github.com/ediwatch/ediwatch/internal/testenv"
 )
 
-// TestPlainRenameReplacesAnEarlierFile: on a server without
-// posix-rename@openssh.com (plain SFTP rename refuses an existing target),
-// a file an earlier attempt left under the final name is removed and the
-// upload renamed into place: one file, the new content, no temporary one.
-func TestPlainRenameReplacesAnEarlierFile(t *testing.T) {
+// TestAnEarlierUploadOfTheSameEffectCounts: a file an earlier attempt
+// renamed into place (its delivery not recorded before a crash) stands
+// under the final name; SFTP's rename refuses to replace it, and the
+// delivery counts because it holds the same bytes: one file, no temporary
+// one left.
+func TestAnEarlierUploadOfTheSameEffectCounts(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
 	dir, err := os.MkdirTemp(sshd.Drop, "sink-")
 	if err != nil {
@@ -31,7 +32,6 @@ func TestPlainRenameReplacesAnEarlierFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.plainRename = true
 	payload, _ := json.Marshal(map[string]string{"k": "v"})
 	msg := sink.Message{EffectKey: "payment:P:1", Kind: "payment.posted", Payload: payload, CreatedAt: time.Now()}
 	name, body, err := FileName(DefaultName, msg)
@@ -39,7 +39,7 @@ func TestPlainRenameReplacesAnEarlierFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := filepath.Join(dir, name)
-	os.WriteFile(old, []byte("an earlier attempt's file, longer than the new one"), 0o644)
+	os.WriteFile(old, body, 0o644)
 	if res := s.Deliver(context.Background(), msg, time.Now()); res.Outcome != sink.Delivered {
 		t.Fatalf("delivery: %+v", res)
 	}

@@ -3,14 +3,18 @@
 // (ack.999, ack.ta1) as its raw X12 (one interchange per file), every other
 // kind as its CloudEvents JSON event.
 //
-// A file is uploaded under its final name plus a temporary suffix and
-// renamed into place: with posix-rename@openssh.com when the server offers
-// it (an existing file of that name is replaced atomically), else by
-// removing the final name first. With Rename off (servers without RENAME)
-// the final name is written directly. Either way the final name is
-// deterministic from the effect, so a retry after a crash replaces the same
-// file and never leaves two, and a delivery counts only once a stat of the
-// final file shows the size written.
+// A file is uploaded under its final name plus a random part and a
+// temporary suffix (each upload its own, so two uploads of one row at once
+// never write or rename each other's file) and renamed into place with
+// SFTP's rename, which never replaces a file. With Rename off (servers
+// without RENAME) the final name is written directly. Either way the final
+// name is deterministic from the effect, so a retry after a crash finds the
+// same file and never leaves two; a file of other content under the name
+// (two effects whose placeholders agree) is never replaced, and the
+// delivery is retried until the partner has taken it. A delivery counts
+// once the open file shows the size written and the rename (if any) took;
+// the final name is not looked up afterwards, for a partner may take the
+// file at once.
 //
 // Connections are made as the SFTP source makes them (internal/poller/sftp:
 // known_hosts required, unknown host keys refused); one is shared by every
@@ -18,16 +22,20 @@
 package sftpsink
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -51,8 +59,8 @@ type Config struct {
 	Conn psftp.Config
 	// Directory receives the files.
 	Directory string
-	// TempSuffix is appended to the final name while uploading (default
-	// DefaultTempSuffix).
+	// TempSuffix ends the temporary name of an upload, the final name
+	// plus a random part (default DefaultTempSuffix).
 	TempSuffix string
 	// Direct writes the final name directly (rename: false), for servers
 	// without RENAME.
@@ -68,9 +76,12 @@ type Config struct {
 type SFTP struct {
 	cfg  Config
 	conn *psftp.Source
-	// plainRename ignores posix-rename@openssh.com (tests of the
-	// fallback for servers without it).
-	plainRename bool
+	mu   sync.Mutex
+	// leftovers are temporary files of failed uploads still to remove.
+	leftovers map[string]struct{}
+	// hook, when set, is called at stages of an upload ("opened",
+	// "written"), for tests of concurrent uploads.
+	hook func(stage string)
 }
 
 // New checks the configuration and reads the credentials and known hosts;
@@ -119,7 +130,9 @@ var placeholders = []string{"kind", "sender", "receiver", "control", "group", "s
 // receiver), {control} (ISA13 of an acknowledgment; an event's {id}),
 // {group} and {set} (GS06 and ST02; "none" when absent), {id} (16 hex
 // digits of the SHA-256 of the effect key) and {ext} (x12 or json), and
-// that holds {control} or {id}, so names differ between effects.
+// that holds {control} or {id}. Names of two effects may still agree
+// (ISA13 is numbered per sender qualifier and id); the upload never
+// replaces another effect's file.
 func CheckPattern(p string) error {
 	if p == "" || strings.ContainsAny(p, "/\\\x00") || strings.HasPrefix(p, ".") {
 		return fmt.Errorf("%q must be a file name without path separators, not starting with a dot", p)
@@ -262,53 +275,176 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 	return sink.Result{Outcome: sink.Delivered}
 }
 
-// put writes body to final (through a temporary name unless Direct) and
-// checks the result by size.
+// put writes body to final (through a temporary name unless Direct),
+// checked by size while open.
 func (s *SFTP) put(c *sftp.Client, final string, body []byte) error {
 	target := final
 	if !s.cfg.Direct {
-		target = final + s.cfg.TempSuffix
-	}
-	if err := write(c, target, body); err != nil {
-		return err
-	}
-	if !s.cfg.Direct {
-		if _, ok := c.HasExtension("posix-rename@openssh.com"); ok && !s.plainRename {
-			if err := c.PosixRename(target, final); err != nil {
-				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
-			}
-		} else {
-			// Plain SFTP rename refuses an existing target: a file left
-			// by an earlier attempt is the same effect's, so it goes.
-			if err := c.Remove(final); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("remove %s: %w", path.Base(final), err)
-			}
-			if err := c.Rename(target, final); err != nil {
-				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
-			}
+		// Each upload has its own temporary name: two uploads of one row
+		// at once (a lease lapsed mid-upload) must not truncate or
+		// rename each other's file, or the final name would show a
+		// partial one.
+		var r [6]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return err
 		}
+		target = final + "." + hex.EncodeToString(r[:]) + s.cfg.TempSuffix
 	}
-	fi, err := c.Stat(final)
-	if err != nil {
-		return fmt.Errorf("stat %s: %w", path.Base(final), err)
-	}
-	if fi.Size() != int64(len(body)) {
-		return fmt.Errorf("%s holds %d bytes, want %d", path.Base(final), fi.Size(), len(body))
+	s.removeLeftovers(c)
+	if err := s.upload(c, target, final, body); err != nil {
+		if target != final && c.Remove(target) != nil {
+			s.leftover(target)
+		}
+		return err
 	}
 	return nil
 }
 
-func write(c *sftp.Client, p string, body []byte) error {
+// maxLeftovers bounds the temporary files kept for removal.
+const maxLeftovers = 1000
+
+// leftover remembers a temporary file a failed upload could not remove
+// (its connection lost), for removal over the next connection.
+func (s *SFTP) leftover(p string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.leftovers == nil {
+		s.leftovers = map[string]struct{}{}
+	}
+	if len(s.leftovers) < maxLeftovers {
+		s.leftovers[p] = struct{}{}
+	}
+}
+
+// removeLeftovers removes the temporary files of failed uploads.
+func (s *SFTP) removeLeftovers(c *sftp.Client) {
+	s.mu.Lock()
+	var ps []string
+	for p := range s.leftovers {
+		ps = append(ps, p)
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		// Kept only while the connection fails; a server's answer (gone,
+		// or a folder that refuses deletes) is final.
+		var se *sftp.StatusError
+		if err := c.Remove(p); err == nil || errors.As(err, &se) || errors.Is(err, os.ErrNotExist) ||
+			errors.Is(err, os.ErrPermission) {
+			s.mu.Lock()
+			delete(s.leftovers, p)
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) error {
+	if target == final {
+		// rename: false writes the final name directly: an earlier
+		// upload of this effect may have left part of it there, but
+		// another effect's file under the same name stays.
+		if fi, err := c.Lstat(final); err == nil && fi.Size() > 0 {
+			if err := s.ours(c, final, fi.Size(), body, true); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.write(c, target, body); err != nil {
+		return err
+	}
+	if target != final {
+		// SFTP's rename (version 3, as OpenSSH serves it) refuses an
+		// existing target, so it never replaces a file: one standing
+		// under the final name is this effect's own (an upload done but
+		// not recorded, or a second worker's), or another effect's
+		// under the same name, which must not be lost.
+		err := c.Rename(target, final)
+		if err == nil && s.hook != nil {
+			s.hook("renamed")
+		}
+		if err != nil {
+			fi, serr := c.Lstat(final)
+			if serr != nil {
+				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
+			}
+			if err := s.ours(c, final, fi.Size(), body, false); err != nil {
+				return err
+			}
+			if err := c.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
+				s.leftover(target)
+			}
+			return nil
+		}
+	}
+	// The file was checked by size while open and is in place now; a
+	// look at the final name could find it gone already (the partner's
+	// poller, or a server that moves files away once closed), and a
+	// retry would deliver it twice.
+	return nil
+}
+
+// ErrNameTaken reports a final name that holds another effect's file.
+var ErrNameTaken = errors.New("holds another file")
+
+// ours reports whether the file p of size bytes is body (or, with
+// partial, a beginning of it, as a cut direct upload leaves), that is an
+// upload of this effect; another file under the name is ErrNameTaken
+// (wrapping os.ErrExist: the server answered, the connection stays). A
+// file the user may not read is not known to be ours: the error is
+// retried (a copy sent twice once the partner took it, rather than a lost
+// one).
+func (s *SFTP) ours(c *sftp.Client, p string, size int64, body []byte, partial bool) error {
+	fits := size == int64(len(body)) || partial && size < int64(len(body))
+	taken := fmt.Errorf("%s %w (%d bytes), left in place: two effects under one name (put {id} in the pattern); retried until the partner takes it: %w",
+		path.Base(p), ErrNameTaken, size, os.ErrExist)
+	if !fits {
+		return taken
+	}
+	f, err := c.Open(p)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path.Base(p), err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(len(body))+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path.Base(p), err)
+	}
+	if bytes.Equal(b, body) || partial && len(b) < len(body) && bytes.Equal(b, body[:len(b)]) {
+		return nil
+	}
+	return taken
+}
+
+func (s *SFTP) write(c *sftp.Client, p string, body []byte) error {
 	f, err := c.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", path.Base(p), err)
+	}
+	if s.hook != nil {
+		s.hook("opened")
 	}
 	if _, err := f.Write(body); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", path.Base(p), err)
 	}
+	// The size is checked on the open file (fstat, or a stat of its name
+	// where the server has no fstat), before anyone may take it.
+	fi, err := f.Stat()
+	if err != nil {
+		fi, err = c.Stat(p)
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("stat %s: %w", path.Base(p), err)
+	}
+	if fi.Size() != int64(len(body)) {
+		f.Close()
+		return fmt.Errorf("%s holds %d bytes, want %d", path.Base(p), fi.Size(), len(body))
+	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", path.Base(p), err)
+	}
+	if s.hook != nil {
+		s.hook("written")
 	}
 	return nil
 }

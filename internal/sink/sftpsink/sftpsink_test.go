@@ -142,8 +142,7 @@ func remit(control int, trace string) []byte {
 // the partner's folder as its raw X12 under the default name and its
 // payment as a CloudEvents JSON file, with no temporary file left; a
 // second delivery of the same 999 (a retry after a crash that renamed but
-// did not record) replaces the file, leaving one, even over a stale
-// temporary file.
+// did not record) replaces the file, leaving one.
 func TestUploadIsRenamedIntoPlace(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
 	dir := folder(t, sshd)
@@ -175,9 +174,7 @@ func TestUploadIsRenamedIntoPlace(t *testing.T) {
 		!strings.HasPrefix(ev.ID, "payment:") || len(ev.Data) == 0 {
 		t.Errorf("payment file %s: %v", b, err)
 	}
-	// A stale temporary file of a crashed attempt, then the same delivery
-	// again.
-	writeAsPartner(t, filepath.Join(dir, name+".part"), []byte("partial"))
+	// The same delivery again.
 	if res := s.Deliver(context.Background(), acks[0].Message(), time.Now()); res.Outcome != sink.Delivered {
 		t.Fatalf("second delivery: %+v", res)
 	}
@@ -190,9 +187,9 @@ func TestUploadIsRenamedIntoPlace(t *testing.T) {
 }
 
 // TestRenameFalseWritesTheFinalName: with rename: false (servers without
-// RENAME) the final name is written directly, never a temporary one, and
-// a longer file left there by a crashed attempt is replaced, as its size
-// check requires.
+// RENAME) the final name is written directly, never a temporary one; the
+// beginning of the file left there by a cut attempt is completed, and
+// another effect's file under the name is left in place.
 func TestRenameFalseWritesTheFinalName(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
 	dir := folder(t, sshd)
@@ -202,7 +199,15 @@ func TestRenameFalseWritesTheFinalName(t *testing.T) {
 	if err != nil || name != "000000042-ACMEHP.x12" {
 		t.Fatalf("name %q, %v", name, err)
 	}
-	writeAsPartner(t, filepath.Join(dir, name), bytes.Repeat([]byte("x"), 4096))
+	other := bytes.Repeat([]byte("x"), 4096)
+	writeAsPartner(t, filepath.Join(dir, name), other)
+	if res := s.Deliver(context.Background(), msg, time.Now()); res.Outcome != sink.Retry {
+		t.Fatalf("delivery over another file: %+v", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); !bytes.Equal(b, other) {
+		t.Fatalf("another file under the name was replaced")
+	}
+	writeAsPartner(t, filepath.Join(dir, name), body[:len(body)/2])
 	if res := s.Deliver(context.Background(), msg, time.Now()); res.Outcome != sink.Delivered {
 		t.Fatalf("delivery: %+v", res)
 	}
@@ -334,14 +339,18 @@ func TestConnectionDroppedMidUpload(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, name)); !os.IsNotExist(err) {
 		t.Fatalf("a file stands under the final name after a cut upload: %v", err)
 	}
-	if fi, err := os.Stat(filepath.Join(dir, name+".part")); err != nil || fi.Size() >= int64(len(body)) {
+	parts, _ := filepath.Glob(filepath.Join(dir, name+".*.part"))
+	if len(parts) != 1 {
+		t.Fatalf("temporary files after the cut: %v", parts)
+	}
+	if fi, err := os.Stat(parts[0]); err != nil || fi.Size() >= int64(len(body)) {
 		t.Fatalf("the cut did not fall mid-upload: %v", err)
 	}
 	time.Sleep(10 * time.Millisecond) // past the reconnect backoff
 	if res := s.Deliver(ctx, big, time.Now()); res.Outcome != sink.Delivered {
 		t.Fatalf("retry: %+v", res)
 	}
-	got := files(t, dir)
+	got := files(t, dir) // the cut upload's temporary file removed over the new connection
 	if len(got) != 2 || got[1] != name {
 		t.Fatalf("files %v, want the 999 and %s", got, name)
 	}
@@ -471,5 +480,53 @@ func TestFileNamesAreSafe(t *testing.T) {
 	}
 	if err := sftpsink.CheckPattern(sftpsink.DefaultName); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestTwoAcknowledgmentsUnderOneNameNeverReplaceEachOther: 835s addressed
+// to ZZ:RIVERSIDE and 30:RIVERSIDE get 999s from separate control-number
+// sequences (ours is "qualifier:id"), so both carry ISA13 000000001 and
+// the default name ack.999_RIVERSIDE_000000001.x12. The second must not
+// replace the first in the partner's folder (a lost 999): it waits, with
+// the collision as its error, until the partner has taken the first.
+func TestTwoAcknowledgmentsUnderOneNameNeverReplaceEachOther(t *testing.T) {
+	sshd := testenv.OpenSSH(t)
+	dir := folder(t, sshd)
+	st := drivertest.SQLite(t)
+	routes := map[string][]string{"payment.posted": {"ledger"}, "claim.received": {"ledger"},
+		"ack.999": {"partner"}, "ack.ta1": {"partner"}}
+	ingest(t, st, routes, "zz.835", remit(7101, "QUALZZ"))
+	other := bytes.Replace(remit(7102, "QUAL30"), []byte("*ZZ*RIVERSIDE      *"), []byte("*30*RIVERSIDE      *"), 1)
+	ingest(t, st, routes, "30.835", other)
+	acks := rowsOf(t, st, "ack.999")
+	if len(acks) != 2 || x12Of(t, acks[0])[90:99] != x12Of(t, acks[1])[90:99] {
+		t.Fatalf("want two 999s with one ISA13: %d rows", len(acks))
+	}
+	s := newSink(t, sshd, "", dir, nil)
+	name := "ack.999_RIVERSIDE_" + x12Of(t, acks[0])[90:99] + ".x12"
+	if res := s.Deliver(context.Background(), acks[0].Message(), time.Now()); res.Outcome != sink.Delivered {
+		t.Fatalf("first 999: %+v", res)
+	}
+	res := s.Deliver(context.Background(), acks[1].Message(), time.Now())
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) != x12Of(t, acks[0]) {
+		t.Fatalf("the first 999 was replaced by the second (%+v)", res)
+	}
+	if res.Outcome != sink.Retry || !strings.Contains(res.Err, name) {
+		t.Errorf("second 999: %+v", res)
+	}
+	// The first again (a retry after a crash) is delivered; the partner
+	// takes the file; then the second goes through.
+	if res := s.Deliver(context.Background(), acks[0].Message(), time.Now()); res.Outcome != sink.Delivered {
+		t.Errorf("first 999 again: %+v", res)
+	}
+	os.Remove(filepath.Join(dir, name))
+	if res := s.Deliver(context.Background(), acks[1].Message(), time.Now()); res.Outcome != sink.Delivered {
+		t.Fatalf("second 999 once the first was taken: %+v", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) != x12Of(t, acks[1]) {
+		t.Errorf("file %q", b)
+	}
+	if got := files(t, dir); len(got) != 1 {
+		t.Errorf("files %v", got)
 	}
 }

@@ -44,15 +44,27 @@ func TestBreakerPerSinkOpensAfterItsOwnFailures(t *testing.T) {
 		return http.StatusOK, nil
 	}
 	ledger, acks := newReceiver(t, answer), newReceiver(t, answer)
+	// The breakers run on the real clock: the ledger's cooldown is long
+	// enough that eight rounds usually fit in it, and the count is checked
+	// strictly only when they did (a loaded machine may let the cooldown
+	// pass and one half-open trial through, which must then fail and
+	// reopen the breaker).
+	const cooldown = time.Second
 	h := newTwoSinkHarness(t, ledger, acks, outbox.RelayConfig{MaxAttempts: 20, Sinks: map[string]outbox.SinkLimits{
-		"ledger": {BreakerFailures: 2, BreakerCooldown: 300 * time.Millisecond},
+		"ledger": {BreakerFailures: 2, BreakerCooldown: cooldown},
 		"acks":   {BreakerFailures: 4, BreakerCooldown: time.Hour},
 	}})
+	var opened time.Time // the start of the round that made the ledger's second request
 	for range 8 {
+		start := time.Now()
 		h.round(t)
+		if opened.IsZero() && len(ledger.got()) >= 2 {
+			opened = start
+		}
 	}
-	if l, a := len(ledger.got()), len(acks.got()); l != 2 || a != 4 {
-		t.Fatalf("requests before the breakers opened: ledger %d (want 2), acks %d (want 4)", l, a)
+	l, a := len(ledger.got()), len(acks.got())
+	if a != 4 || l < 2 || l > 3 || (l != 2 && time.Since(opened) < cooldown) {
+		t.Fatalf("requests before the breakers opened: ledger %d (want 2, or 3 once its cooldown passed), acks %d (want 4)", l, a)
 	}
 	for _, name := range []string{"ledger", "acks"} {
 		if got := testutil.ToFloat64(h.m.BreakerState.WithLabelValues(name)); got != 2 {
@@ -62,11 +74,11 @@ func TestBreakerPerSinkOpensAfterItsOwnFailures(t *testing.T) {
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	time.Sleep(350 * time.Millisecond) // past the ledger's cooldown, far from the acks'
+	time.Sleep(cooldown + 50*time.Millisecond) // past the ledger's cooldown, far from the acks'
 	h.round(t)
 	h.round(t)
-	if p := h.payment(t); p.Status != outbox.StatusDelivered || p.Attempts != 3 {
-		t.Errorf("ledger after its cooldown: %s", brief(p))
+	if p := h.payment(t); p.Status != outbox.StatusDelivered || p.Attempts != l+1 {
+		t.Errorf("ledger after its cooldown: %s, want delivered at attempt %d", brief(p), l+1)
 	}
 	if got := testutil.ToFloat64(h.m.BreakerState.WithLabelValues("ledger")); got != 0 {
 		t.Errorf("ledger breaker state %v, want 0 (closed)", got)

@@ -14,7 +14,9 @@ type File struct {
 	// Key is "sha256:{hex}" of the whole input when it is not X12.
 	Key string
 	// Errors are the errors that belong to no interchange.
-	Errors       []*ParseError
+	Errors []*ParseError
+	// Warnings are the leniencies that belong to no interchange.
+	Warnings     []Warning
 	Interchanges []*Interchange
 }
 
@@ -44,6 +46,7 @@ func Parse(r io.Reader, opts Options) (*File, error) {
 	f.X12 = rd.X12()
 	f.Key = rd.FileKey()
 	f.Errors = rd.FileErrors()
+	f.Warnings = rd.FileWarnings()
 	return f, nil
 }
 

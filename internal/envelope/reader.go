@@ -600,7 +600,8 @@ func (r *Reader) readSegment() error {
 	// at a fixed width, or the other half of a CR LF pair when the
 	// terminator is one of them.
 	if bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
-		if r.ix != nil && !r.segISA {
+		// Counted as fastSet counts them: segments with an LF inside.
+		if r.ix != nil && !r.segISA && bytes.IndexByte(line, '\n') >= 0 {
 			if r.lenient.wrapped == 0 {
 				r.lenient.wrapOff, r.lenient.wrapSeg = off, r.segIndex+1
 			}
@@ -1191,6 +1192,7 @@ func (r *Reader) fastSet() {
 	canon, out := hs.canonical, hs.out // out is stored back below
 	taken := 0
 	i := 0
+	nl := -1 // the next LF at or after i, or len(buf): a wrapped segment holds one
 	for i < len(buf) {
 		if isSpace(buf[i]) {
 			r.lenient.ws.add(r.off+int64(i), r.segIndex+taken, 1)
@@ -1202,6 +1204,14 @@ func (r *Reader) fastSet() {
 			break
 		}
 		seg := buf[i : i+j]
+		if nl < i {
+			if nl = bytes.IndexByte(buf[i:], '\n'); nl < 0 {
+				nl = len(buf)
+			} else {
+				nl += i
+			}
+		}
+		wrapped := nl < i+j
 		// The identifier must be valid (validID: two or three upper-case
 		// letters and digits, then the element separator or the end) and
 		// not an envelope identifier.
@@ -1228,6 +1238,13 @@ func (r *Reader) fastSet() {
 			}
 		}
 		taken++
+		if wrapped {
+			l := &r.lenient
+			if l.wrapped == 0 {
+				l.wrapOff, l.wrapSeg = r.off+int64(i), r.segIndex+taken
+			}
+			l.wrapped++
+		}
 		if keep {
 			r.keep(seg, r.off+int64(i), r.segIndex+taken)
 		}

@@ -109,6 +109,8 @@ func streamReport(t *testing.T, data []byte) []byte {
 // same order, on every fixture and corpus file.
 func TestStreamedReportEqualsReport(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.*")
+	diag, _ := filepath.Glob("testdata/diag/*.x12")
+	files = append(files, diag...)
 	corpus, _ := filepath.Glob(filepath.Join(corpusDir(t), "*", "*"))
 	files = append(files, corpus...)
 	if len(files) < 80 {

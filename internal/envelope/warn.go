@@ -55,7 +55,7 @@ func isaWidthDetail(h *isaHeader) string {
 			continue
 		}
 		if n > 0 {
-			b.WriteString(", ")
+			b.WriteString("; ")
 		}
 		n++
 		fmt.Fprintf(&b, "ISA%02d is %d characters, not %d", i, len(h.elems[i]), isaWidths[i])

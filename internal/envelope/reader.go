@@ -1192,7 +1192,7 @@ func (r *Reader) fastSet() {
 	canon, out := hs.canonical, hs.out // out is stored back below
 	taken := 0
 	i := 0
-	nl := -1 // the next LF at or after i, or len(buf): a wrapped segment holds one
+	nl, scanned := -1, 0 // the next LF at or after i (or -1), and how far buf was searched
 	for i < len(buf) {
 		if isSpace(buf[i]) {
 			r.lenient.ws.add(r.off+int64(i), r.segIndex+taken, 1)
@@ -1204,14 +1204,22 @@ func (r *Reader) fastSet() {
 			break
 		}
 		seg := buf[i : i+j]
-		if nl < i {
-			if nl = bytes.IndexByte(buf[i:], '\n'); nl < 0 {
-				nl = len(buf)
-			} else {
-				nl += i
-			}
+		// An LF inside the segment makes it a wrapped one. The search
+		// goes a window at a time (fastSet may stop after a few segments
+		// and the rest of the buffer is read again), and resumes after an
+		// LF already passed.
+		if nl >= 0 && nl < i {
+			nl, scanned = -1, nl+1
 		}
-		wrapped := nl < i+j
+		if nl < 0 && scanned < i+j {
+			start := max(scanned, i)
+			end := min(len(buf), max(start+nlWindow, i+j))
+			if k := bytes.IndexByte(buf[start:end], '\n'); k >= 0 {
+				nl = start + k
+			}
+			scanned = end
+		}
+		wrapped := nl >= 0 && nl < i+j
 		// The identifier must be valid (validID: two or three upper-case
 		// letters and digits, then the element separator or the end) and
 		// not an envelope identifier.
@@ -1256,6 +1264,9 @@ func (r *Reader) fastSet() {
 	r.br.Discard(i)
 	r.off += int64(i)
 }
+
+// nlWindow is how far ahead fastSet looks for the next LF at a time.
+const nlWindow = 4096
 
 func isUpperAlnum(c byte) bool { return c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 

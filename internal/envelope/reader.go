@@ -1192,10 +1192,13 @@ func (r *Reader) fastSet() {
 	canon, out := hs.canonical, hs.out // out is stored back below
 	taken := 0
 	i := 0
-	nl, scanned := -1, 0 // the next LF at or after i (or -1), and how far buf was searched
+	// The whitespace between segments, in one counter: its bytes in the
+	// low 32 bits, its LFs (for the wrapped segments, below) above.
+	ws := 0
 	for i < len(buf) {
-		if isSpace(buf[i]) {
-			r.lenient.ws.add(r.off+int64(i), r.segIndex+taken, 1)
+		if c := buf[i]; isSpace(c) {
+			// Of the four whitespace bytes only LF (0x0A) has bit 1 set.
+			ws += 1 + int(c>>1&1)<<32
 			i++
 			continue
 		}
@@ -1204,22 +1207,6 @@ func (r *Reader) fastSet() {
 			break
 		}
 		seg := buf[i : i+j]
-		// An LF inside the segment makes it a wrapped one. The search
-		// goes a window at a time (fastSet may stop after a few segments
-		// and the rest of the buffer is read again), and resumes after an
-		// LF already passed.
-		if nl >= 0 && nl < i {
-			nl, scanned = -1, nl+1
-		}
-		if nl < 0 && scanned < i+j {
-			start := max(scanned, i)
-			end := min(len(buf), max(start+nlWindow, i+j))
-			if k := bytes.IndexByte(buf[start:end], '\n'); k >= 0 {
-				nl = start + k
-			}
-			scanned = end
-		}
-		wrapped := nl >= 0 && nl < i+j
 		// The identifier must be valid (validID: two or three upper-case
 		// letters and digits, then the element separator or the end) and
 		// not an envelope identifier.
@@ -1246,27 +1233,60 @@ func (r *Reader) fastSet() {
 			}
 		}
 		taken++
-		if wrapped {
-			l := &r.lenient
-			if l.wrapped == 0 {
-				l.wrapOff, l.wrapSeg = r.off+int64(i), r.segIndex+taken
-			}
-			l.wrapped++
-		}
 		if keep {
 			r.keep(seg, r.off+int64(i), r.segIndex+taken)
 		}
 		i += j + 1
 	}
 	hs.out = out
+	if ws != 0 {
+		r.wsTaken(buf[:i], ws&(1<<32-1))
+	}
+	// Every LF of the segments taken is whitespace between them, unless
+	// some segment holds one: one count over the bytes taken tells, and
+	// only then are the segments walked again to find them.
+	if term != '\n' && taken > 0 && bytes.Count(buf[:i], []byte{'\n'}) > ws>>32 {
+		r.countWrapped(buf[:i])
+	}
 	r.set.SegmentCount += taken
 	r.segIndex += taken
 	r.br.Discard(i)
 	r.off += int64(i)
 }
 
-// nlWindow is how far ahead fastSet looks for the next LF at a time.
-const nlWindow = 4096
+// wsTaken records the n bytes of whitespace between the segments fastSet
+// just took (b): it finds the first.
+func (r *Reader) wsTaken(b []byte, n int) {
+	for i, seg := 0, 0; i < len(b); seg++ {
+		if isSpace(b[i]) {
+			r.lenient.ws.add(r.off+int64(i), r.segIndex+seg, n)
+			return
+		}
+		i += bytes.IndexByte(b[i:], r.d.Segment) + 1
+	}
+}
+
+// countWrapped counts, in the segments fastSet just took (b, from r.off,
+// the first numbered r.segIndex+1), those with an LF inside.
+func (r *Reader) countWrapped(b []byte) {
+	l := &r.lenient
+	n := 0
+	for i := 0; i < len(b); {
+		if isSpace(b[i]) {
+			i++
+			continue
+		}
+		j := bytes.IndexByte(b[i:], r.d.Segment)
+		n++
+		if bytes.IndexByte(b[i:i+j], '\n') >= 0 {
+			if l.wrapped == 0 {
+				l.wrapOff, l.wrapSeg = r.off+int64(i), r.segIndex+n
+			}
+			l.wrapped++
+		}
+		i += j + 1
+	}
+}
 
 func isUpperAlnum(c byte) bool { return c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 

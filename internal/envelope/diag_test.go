@@ -113,8 +113,9 @@ func TestStraySegmentsAreNamedAndCounted(t *testing.T) {
 	}
 }
 
-// TestStrayCountIsFinalWhenStreamed: ReportErrors holds a stray-run error
-// until its run ends, so the streamed error carries the final count.
+// TestStrayCountIsFinalWhenStreamed: a run of stray segments ends at the
+// segment that ends or opens a level, before Next returns, so the error
+// ReportErrors streams already carries the final count.
 func TestStrayCountIsFinalWhenStreamed(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "diag", "outside_set_counted.x12"))
 	if err != nil {

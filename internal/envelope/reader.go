@@ -1244,8 +1244,9 @@ func (r *Reader) fastSet() {
 	}
 	// Every LF of the segments taken is whitespace between them, unless
 	// some segment holds one: one count over the bytes taken tells, and
-	// only then are the segments walked again to find them.
-	if term != '\n' && taken > 0 && bytes.Count(buf[:i], []byte{'\n'}) > ws>>32 {
+	// only then are the segments walked again to find them. Kept segments
+	// never hold one: they go to the general path.
+	if term != '\n' && !keep && taken > 0 && bytes.Count(buf[:i], []byte{'\n'}) > ws>>32 {
 		r.countWrapped(buf[:i])
 	}
 	r.set.SegmentCount += taken

@@ -153,12 +153,14 @@ func inspectPath(ctx context.Context, w *bufio.Writer, path string, index int, o
 		limit = spillLimit
 	}
 	in := &inspection{opts: opts, path: path, w: w,
-		hr:    hr,
-		keys:  spill{limit: limit},
-		errSp: spill{limit: limit},
+		hr:     hr,
+		keys:   spill{limit: limit},
+		errSp:  spill{limit: limit},
+		warnSp: spill{limit: limit},
 	}
 	defer in.keys.reset()
 	defer in.errSp.reset()
+	defer in.warnSp.reset()
 	if !opts.json {
 		in.table = &textTable{sp: spill{limit: limit}}
 		defer in.table.sp.reset()
@@ -174,13 +176,14 @@ type inspection struct {
 	hr   *hashingReader
 	rd   *envelope.Reader
 
-	out   *jsonOut   // --json
-	table *textTable // text
-	keys  spill      // --json: the keys array's members
-	errSp spill      // the errors: array members, or text lines
-	nKeys int
-	nErrs int
-	eb    []byte
+	out    *jsonOut   // --json
+	table  *textTable // text
+	keys   spill      // --json: the keys array's members
+	errSp  spill      // the errors: array members, or text lines
+	warnSp spill      // text: the warning lines of interchanges, groups and sets
+	nKeys  int
+	nErrs  int
+	eb     []byte
 
 	ixOpen, gOpen     bool
 	ixCount, ixGroups int
@@ -325,6 +328,9 @@ func (in *inspection) set(s *envelope.Set) error {
 		}
 		return in.addKey(s.Key)
 	}
+	if err := in.addWarnings(s.Warnings); err != nil {
+		return err
+	}
 	var num [20]byte
 	_, err := in.table.envelopeLine(
 		[]string{"      ST ", s.Type, " ", s.ControlNumber},
@@ -343,6 +349,9 @@ func (in *inspection) groupEnd(g *envelope.Group) error {
 		*b = envelope.AppendGroupTail(*b, g)
 		return nil
 	}
+	if err := in.addWarnings(g.Warnings); err != nil {
+		return err
+	}
 	return in.table.setValid(in.gFlag, g.Valid())
 }
 
@@ -359,6 +368,9 @@ func (in *inspection) interchangeEnd(ix *envelope.Interchange) error {
 			return in.addKey(ix.Key())
 		}
 		return nil
+	}
+	if err := in.addWarnings(ix.Warnings); err != nil {
+		return err
 	}
 	return in.table.setValid(in.ixFlag, ix.Valid())
 }
@@ -393,6 +405,17 @@ func (in *inspection) addError(e *envelope.ParseError) error {
 	return err
 }
 
+// addWarnings spills the text lines of warnings: `  warning CODE: message`.
+func (in *inspection) addWarnings(ws []envelope.Warning) error {
+	for _, w := range ws {
+		in.eb = fmt.Appendf(in.eb[:0], "  warning %s: %s\n", w.Code, w.Message)
+		if _, err := in.warnSp.Write(in.eb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (in *inspection) finishJSON(x12, valid bool, sum string, size int64) error {
 	w := in.w
 	w.WriteString(`],"x12":`)
@@ -407,7 +430,9 @@ func (in *inspection) finishJSON(x12, valid bool, sum string, size int64) error 
 	if _, err := io.Copy(w, in.keys.reader()); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, `],"sha256":"%s","size":%d}`+"\n", sum, size)
+	w.WriteByte(']')
+	w.Write(envelope.AppendWarningsField(nil, in.rd.FileWarnings()))
+	fmt.Fprintf(w, `,"sha256":"%s","size":%d}`+"\n", sum, size)
 	return nil
 }
 
@@ -427,6 +452,23 @@ func (in *inspection) finishText(index int, x12, valid bool, sum string, size in
 	if err := in.table.writeTo(w); err != nil {
 		return err
 	}
-	_, err := io.Copy(w, in.errSp.reader())
+	if _, err := io.Copy(w, in.errSp.reader()); err != nil {
+		return err
+	}
+	// Warnings follow the errors: the file's, then those of the
+	// interchanges, groups and sets as they ended.
+	if err := in.addWarningsTo(w, in.rd.FileWarnings()); err != nil {
+		return err
+	}
+	_, err := io.Copy(w, in.warnSp.reader())
 	return err
+}
+
+func (in *inspection) addWarningsTo(w *bufio.Writer, ws []envelope.Warning) error {
+	for _, wn := range ws {
+		if _, err := fmt.Fprintf(w, "  warning %s: %s\n", wn.Code, wn.Message); err != nil {
+			return err
+		}
+	}
+	return nil
 }

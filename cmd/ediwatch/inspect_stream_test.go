@@ -141,6 +141,23 @@ func refWriteText(w io.Writer, reports []*refFileReport) error {
 			}
 			fmt.Fprintf(w, "  error %s: %s%s\n", e.Code, e.Message, ack)
 		}
+		// Warnings: the file's, then each set's, group's and
+		// interchange's as it ends.
+		warn := func(ws []envelope.Warning) {
+			for _, x := range ws {
+				fmt.Fprintf(w, "  warning %s: %s\n", x.Code, x.Message)
+			}
+		}
+		warn(r.Warnings)
+		for _, ix := range r.Interchanges {
+			for _, g := range ix.Groups {
+				for _, s := range g.TransactionSets {
+					warn(s.Warnings)
+				}
+				warn(g.Warnings)
+			}
+			warn(ix.Warnings)
+		}
 	}
 	return nil
 }
@@ -241,6 +258,8 @@ func TestInspectStreamMatchesFullReport(t *testing.T) {
 	}
 	fixtures, _ := filepath.Glob(fixture("*.*"))
 	files = append(files, fixtures...)
+	diag, _ := filepath.Glob(fixture("diag/*.x12"))
+	files = append(files, diag...)
 	if len(files) < 80 {
 		t.Fatalf("only %d files", len(files))
 	}

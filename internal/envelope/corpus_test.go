@@ -72,7 +72,7 @@ var corpusVerdicts = map[string]verdict{
 	"stupidedi/835-X221A1-dollars-and-data-sent-separate.edi":                  {x12: true, valid: true, interchanges: 1, sets: 1},
 	"stupidedi/999-X231A1-response-to-functional-group-containing-3-837s.edi":  {x12: true, valid: true, interchanges: 1, sets: 1},
 	"tastypackets-x12-parser/multi-line-not-delimited.edi":                     {x12: true, valid: true, interchanges: 1, sets: 1},
-	"tastypackets-x12-parser/profee-multiple.edi":                              {x12: true, valid: true, interchanges: 156, sets: 156},
+	"tastypackets-x12-parser/profee-multiple.edi":                              {x12: true, interchanges: 156, sets: 156, codes: []string{"isa13_duplicate"}}, // 156 byte-identical interchanges: ISA13 repeats from one sender (TA105 025)
 	"uhin-x12-parser-library/TA1.edi":                                          {x12: true, interchanges: 1, sets: 0, codes: []string{"iea01_count"}},
 }
 

@@ -36,6 +36,7 @@ type isaHeader struct {
 	d         Delimiters
 	length    int // bytes up to and including the segment terminator
 	canonical bool
+	wrapped   bool                 // line breaks inside the header were removed
 	elems     [isaElems + 1][]byte // elems[1..16]; slices into the input
 }
 
@@ -60,6 +61,7 @@ func parseISA(b []byte) (isaHeader, *Cause, string) {
 		}
 		if h2, c2, d2 := parseISAOnce(unwrapped); c2 == nil {
 			h2.canonical = false
+			h2.wrapped = true
 			return h2, nil, ""
 		} else if c2 != ErrISAHeader {
 			return h2, c2, d2

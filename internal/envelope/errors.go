@@ -3,6 +3,7 @@ package envelope
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Level says which envelope layer an error belongs to, and so which
@@ -72,6 +73,7 @@ var (
 	ErrSegmentTerminator  = &Cause{Code: "segment_terminator", Level: LevelInterchange, Ack: "004", msg: "invalid segment terminator"}
 	ErrISADate            = &Cause{Code: "isa_date", Level: LevelInterchange, Ack: "014", msg: "invalid interchange date (ISA09)"}
 	ErrISATime            = &Cause{Code: "isa_time", Level: LevelInterchange, Ack: "015", msg: "invalid interchange time (ISA10)"}
+	ErrISADuplicate       = &Cause{Code: "isa13_duplicate", Level: LevelInterchange, Ack: "025", msg: "duplicate interchange control number (ISA13) from the same sender in the file"}
 	ErrISAVersion         = &Cause{Code: "isa_version", Level: LevelInterchange, Ack: "017", msg: "invalid interchange version (ISA12)"}
 	ErrISAControlNumber   = &Cause{Code: "isa13_syntax", Level: LevelInterchange, Ack: "018", msg: "invalid interchange control number (ISA13)"}
 	ErrISAAckRequested    = &Cause{Code: "isa14_value", Level: LevelInterchange, Ack: "019", msg: "invalid acknowledgment requested value (ISA14)"}
@@ -119,6 +121,9 @@ type ParseError struct {
 
 func (e *ParseError) Error() string {
 	msg := e.Cause.msg
+	if e.SegmentID != "" && strings.HasPrefix(msg, "segment outside") {
+		msg = "segment " + e.SegmentID + msg[len("segment"):]
+	}
 	if e.Detail != "" {
 		msg += ": " + e.Detail
 	}

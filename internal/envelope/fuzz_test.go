@@ -3,6 +3,7 @@ package envelope
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,6 +94,17 @@ func FuzzReader(f *testing.F) {
 			t.Fatalf("fast lane disagrees:\nkeys %q / %q\nerrors %v / %v\nsegments %v / %v",
 				fast.Keys(), file.Keys(), errorCodes(fast), errorCodes(file), segCounts(fast), segCounts(file))
 		}
+		// Warnings are the same whichever lane read the segments and
+		// whatever the options.
+		for _, opts := range []Options{{MaxSegment: 8 << 10}, {MaxSegment: 8 << 10, KeepSegments: true}, {MaxSegment: 8 << 10, NoContentHash: true}} {
+			other, err := Parse(bytes.NewReader(data), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w, o := warnings(file), warnings(other); !slices.Equal(w, o) {
+				t.Fatalf("warnings differ with %+v:\n%q\n%q", opts, o, w)
+			}
+		}
 		if !file.X12 || len(file.Errors) > 0 {
 			return
 		}
@@ -147,6 +159,27 @@ func errorCodes(f *File) []string {
 	var out []string
 	for _, e := range f.AllErrors() {
 		out = append(out, e.Cause.Code+"@"+strconv.Itoa(e.Segment))
+	}
+	return out
+}
+
+// warnings lists every warning of f with its place.
+func warnings(f *File) []string {
+	var out []string
+	add := func(ws []Warning) {
+		for _, w := range ws {
+			out = append(out, fmt.Sprintf("%s@%d/%d: %s", w.Code, w.Segment, w.Offset, w.Message))
+		}
+	}
+	add(f.Warnings)
+	for _, ix := range f.Interchanges {
+		add(ix.Warnings)
+		for _, g := range ix.Groups {
+			add(g.Warnings)
+			for _, s := range g.Sets {
+				add(s.Warnings)
+			}
+		}
 	}
 	return out
 }

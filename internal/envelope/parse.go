@@ -14,8 +14,13 @@ type File struct {
 	// Key is "sha256:{hex}" of the whole input when it is not X12.
 	Key string
 	// Errors are the errors that belong to no interchange.
-	Errors       []*ParseError
-	Interchanges []*Interchange
+	Errors []*ParseError
+	// Warnings are the leniencies that belong to no interchange.
+	Warnings []Warning
+	// WarningCounts counts the warnings of every level by code, the
+	// sets' included (they stay counted when a caller lets the sets go).
+	WarningCounts map[string]int
+	Interchanges  []*Interchange
 }
 
 // Parse reads all of r and returns its envelope tree. Memory grows with the
@@ -35,16 +40,30 @@ func Parse(r io.Reader, opts Options) (*File, error) {
 		switch k {
 		case KindSet:
 			rd.Group().Sets = append(rd.Group().Sets, rd.Set())
+			f.countWarnings(rd.Set().Warnings)
 		case KindGroupEnd:
 			rd.Interchange().Groups = append(rd.Interchange().Groups, rd.Group())
+			f.countWarnings(rd.Group().Warnings)
 		case KindInterchangeEnd:
 			f.Interchanges = append(f.Interchanges, rd.Interchange())
+			f.countWarnings(rd.Interchange().Warnings)
 		}
 	}
 	f.X12 = rd.X12()
 	f.Key = rd.FileKey()
 	f.Errors = rd.FileErrors()
+	f.Warnings = rd.FileWarnings()
+	f.countWarnings(f.Warnings)
 	return f, nil
+}
+
+func (f *File) countWarnings(ws []Warning) {
+	for _, w := range ws {
+		if f.WarningCounts == nil {
+			f.WarningCounts = make(map[string]int, 4)
+		}
+		f.WarningCounts[w.Code]++
+	}
 }
 
 // Valid reports whether the input is X12 and free of errors.

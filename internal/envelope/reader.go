@@ -87,11 +87,15 @@ type Interchange struct {
 	Groups []*Group
 	// Errors are the interchange-level errors (reported in a TA1).
 	Errors []*ParseError
+	// Warnings are the leniencies applied to the interchange envelope and
+	// to the segments read in it (see Warning).
+	Warnings []Warning
 	// Complete is true when the IEA was read.
 	Complete bool
 
 	key      string
-	nested   int // errors in this interchange's groups and sets
+	crlf     bool // the segment terminator is CR and LF follows it
+	nested   int  // errors in this interchange's groups and sets
 	gs06Seen ctlSet
 }
 
@@ -143,7 +147,9 @@ type Group struct {
 	// Sets is filled by Parse only.
 	Sets []*Set
 	// Errors are the group-level errors (reported in AK9).
-	Errors   []*ParseError
+	Errors []*ParseError
+	// Warnings are the leniencies applied to GS and GE.
+	Warnings []Warning
 	Complete bool
 
 	key    string
@@ -173,7 +179,9 @@ type Set struct {
 	// SegmentCount is the number of segments read, ST and SE included.
 	SegmentCount int
 	// Errors are the set-level errors (reported in IK5, IK3).
-	Errors   []*ParseError
+	Errors []*ParseError
+	// Warnings are the leniencies applied to ST and SE.
+	Warnings []Warning
 	Complete bool
 
 	segs []Segment
@@ -205,6 +213,13 @@ type Reader struct {
 	fileKey                     string
 	fileErrs                    []*ParseError
 	stray                       bool // a run of stray segments is already reported
+	strayErr                    *ParseError
+	strayN                      int // stray segments after the one strayErr names
+	strayID                     string
+	fileWarns                   []Warning
+	lenient                     ixLenient
+	isaSeen                     map[string]*ctlSet // ISA13 per sender, for duplicates
+	noTerm                      bool               // the last segment read had no terminator
 
 	// the current segment
 	seg     Segment
@@ -249,6 +264,10 @@ func (r *Reader) FileKey() string { return r.fileKey }
 
 // FileErrors returns the errors that belong to no interchange.
 func (r *Reader) FileErrors() []*ParseError { return r.fileErrs }
+
+// FileWarnings returns the warnings that belong to no interchange: what
+// was tolerated before the first ISA. Complete once Next returned io.EOF.
+func (r *Reader) FileWarnings() []Warning { return r.fileWarns }
 
 // Interchange returns the interchange being read, or the one just ended.
 func (r *Reader) Interchange() *Interchange { return r.ix }
@@ -333,9 +352,11 @@ func (r *Reader) start() error {
 	if bytes.HasPrefix(b, []byte("\xEF\xBB\xBF")) {
 		i = 3
 	}
+	ws := i
 	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
+	bom, lead := ws == 3, i-ws
 	if len(b) == 0 {
 		return r.notX12(ErrNotX12, "empty file")
 	}
@@ -367,6 +388,14 @@ func (r *Reader) start() error {
 		i = found
 	}
 	r.x12 = true
+	if bom {
+		r.fileWarns = append(r.fileWarns, Warning{Code: WarnUTF8BOM, Segment: 1,
+			Message: "the file starts with a UTF-8 byte order mark (EF BB BF), skipped"})
+	}
+	if lead > 0 {
+		r.fileWarns = append(r.fileWarns, Warning{Code: WarnLeadingWhitespace, Offset: int64(ws), Segment: 1,
+			Message: fmt.Sprintf("%d bytes of whitespace before the ISA, skipped", lead)})
+	}
 	if _, err := r.br.Discard(i); err != nil {
 		return err
 	}
@@ -432,6 +461,12 @@ func (r *Reader) read() error {
 		if err != errEmpty {
 			return err
 		}
+		if r.ix != nil {
+			if r.lenient.empty == 0 {
+				r.lenient.emptyOff, r.lenient.emptySeg = r.off-1, r.segIndex+1
+			}
+			r.lenient.empty++
+		}
 	}
 }
 
@@ -441,6 +476,7 @@ var errEmpty = errors.New("empty segment")
 
 func (r *Reader) readOne() error {
 	var b []byte
+	stripped := false
 	for {
 		var err error
 		b, err = r.br.Peek(4)
@@ -452,8 +488,20 @@ func (r *Reader) readOne() error {
 			n++
 		}
 		if n > 0 {
+			if r.ix != nil {
+				r.lenient.ws.add(r.off, r.segIndex, n)
+			}
 			r.br.Discard(n)
 			r.off += int64(n)
+			continue
+		}
+		// The stray byte of a leading-punctuation interchange is part
+		// of its terminator, not of the segment.
+		if !stripped && r.lenient.lead != 0 && len(b) > 0 && b[0] == r.lenient.lead {
+			stripped = true
+			r.lenient.leadN++
+			r.br.Discard(1)
+			r.off++
 			continue
 		}
 		if len(b) == 0 {
@@ -540,7 +588,9 @@ func (r *Reader) readSegment() error {
 	if len(line) == 0 {
 		return io.EOF
 	}
+	r.noTerm = true
 	if n := len(line); line[n-1] == r.d.Segment && err == nil {
+		r.noTerm = false
 		line = line[:n-1]
 		if n == 1 {
 			return errEmpty
@@ -550,6 +600,13 @@ func (r *Reader) readSegment() error {
 	// at a fixed width, or the other half of a CR LF pair when the
 	// terminator is one of them.
 	if bytes.IndexByte(line, '\n') >= 0 || bytes.IndexByte(line, '\r') >= 0 {
+		// Counted as fastSet counts them: segments with an LF inside.
+		if r.ix != nil && !r.segISA && bytes.IndexByte(line, '\n') >= 0 {
+			if r.lenient.wrapped == 0 {
+				r.lenient.wrapOff, r.lenient.wrapSeg = off, r.segIndex+1
+			}
+			r.lenient.wrapped++
+		}
 		r.wrapped = r.wrapped[:0]
 		for _, c := range line {
 			if c != '\n' && c != '\r' {
@@ -601,53 +658,62 @@ func (r *Reader) handle() Kind {
 	if r.g != nil {
 		switch {
 		case idIs(id, "ST"):
-			r.stray = false
+			r.endStray()
 			r.startSet(seg)
 			return 0
 		case idIs(id, "GE"):
-			r.stray = false
+			r.endStray()
 			return r.endGroup(true)
 		case r.segISA || idIs(id, "GS") || idIs(id, "IEA"):
 			r.pending = true
 			return r.endGroup(false)
 		}
-		if !r.stray {
-			r.stray = true
-			r.groupErr(seg, ErrOutsideSet, "")
+		if r.stray {
+			r.moreStray()
+		} else {
+			r.startStray(seg, r.groupErr(seg, ErrOutsideSet, ""))
 		}
 		return 0
 	}
 	if r.ix != nil {
 		switch {
 		case idIs(id, "GS"):
-			r.stray = false
+			r.endStray()
 			r.startGroup(seg)
 			return 0
 		case idIs(id, "TA1"):
-			r.stray = false
+			r.endStray()
 			r.addTA1(seg)
 			return 0
 		case idIs(id, "IEA"):
-			r.stray = false
+			r.endStray()
 			return r.endInterchange(true)
 		case r.segISA:
 			r.pending = true
 			return r.endInterchange(false)
 		}
-		if !r.stray {
-			r.stray = true
-			r.ixErr(seg, ErrOutsideGroup, "")
+		if r.stray {
+			r.moreStray()
+		} else {
+			r.startStray(seg, r.ixErr(seg, ErrOutsideGroup, ""))
 		}
 		return 0
 	}
 	if r.segISA {
-		r.stray = false
+		r.endStray()
 		r.startInterchange(seg)
 		return 0
 	}
-	if !r.stray {
-		r.stray = true
-		r.addFileErr(&ParseError{Offset: seg.Offset, Segment: seg.Index, Cause: ErrOutsideInterchange})
+	if r.stray {
+		r.moreStray()
+	} else {
+		e := &ParseError{Offset: seg.Offset, Segment: seg.Index, SegmentID: safeID(seg.id()), Cause: ErrOutsideInterchange}
+		if len(r.fileErrs) < maxErrors {
+			r.fileErrs = append(r.fileErrs, e)
+		} else {
+			e = nil
+		}
+		r.startStray(seg, e)
 	}
 	return 0
 }
@@ -704,19 +770,88 @@ func (r *Reader) addFileErr(e *ParseError) {
 	}
 }
 
-func (r *Reader) ixErr(seg Segment, c *Cause, detail string) {
+func (r *Reader) ixErr(seg Segment, c *Cause, detail string) *ParseError {
 	if len(r.ix.Errors) < maxErrors {
-		r.ix.Errors = append(r.ix.Errors, &ParseError{Offset: seg.Offset, Segment: seg.Index,
-			SegmentID: safeID(seg.id()), Cause: c, Detail: detail})
+		e := &ParseError{Offset: seg.Offset, Segment: seg.Index,
+			SegmentID: safeID(seg.id()), Cause: c, Detail: detail}
+		r.ix.Errors = append(r.ix.Errors, e)
+		return e
+	}
+	return nil
+}
+
+func (r *Reader) groupErr(seg Segment, c *Cause, detail string) *ParseError {
+	r.ix.nested++
+	if len(r.g.Errors) < maxErrors {
+		e := &ParseError{Offset: seg.Offset, Segment: seg.Index,
+			SegmentID: safeID(seg.id()), Cause: c, Detail: detail}
+		r.g.Errors = append(r.g.Errors, e)
+		return e
+	}
+	return nil
+}
+
+// startStray begins a run of segments outside their envelope, reported by
+// one error e (nil when the errors are full) that counts the rest of the
+// run and names the delimiters the segments were read with.
+func (r *Reader) startStray(seg Segment, e *ParseError) {
+	r.stray, r.strayErr, r.strayN = true, e, 0
+	if e == nil {
+		return
+	}
+	r.strayID = ""
+	if e.SegmentID == "" {
+		r.strayID = "identifier " + shownID(seg.id())
+	}
+	r.strayDetail()
+}
+
+// moreStray counts one more segment of the current run.
+func (r *Reader) moreStray() {
+	r.strayN++
+	if r.strayErr != nil {
+		r.strayDetail()
 	}
 }
 
-func (r *Reader) groupErr(seg Segment, c *Cause, detail string) {
-	if len(r.g.Errors) < maxErrors {
-		r.g.Errors = append(r.g.Errors, &ParseError{Offset: seg.Offset, Segment: seg.Index,
-			SegmentID: safeID(seg.id()), Cause: c, Detail: detail})
+func (r *Reader) strayDetail() {
+	d := r.strayID
+	if r.strayN > 0 {
+		if d != "" {
+			d += ", "
+		}
+		d += "and " + strconv.Itoa(r.strayN) + " more"
 	}
-	r.ix.nested++
+	if r.ix != nil {
+		if d != "" {
+			d += "; "
+		}
+		d += describeDelims(r.d, r.ix.crlf)
+	}
+	r.strayErr.Detail = d
+}
+
+func (r *Reader) endStray() { r.stray, r.strayErr, r.strayN = false, nil, 0 }
+
+// shownID quotes an identifier that safeID refuses, when it is short and
+// printable (a mangled "~GS"); it never shows segment content.
+func shownID(id []byte) string {
+	if len(id) == 0 || len(id) > 4 {
+		return "(unreadable)"
+	}
+	for _, c := range id {
+		if c <= ' ' || c >= 0x7F {
+			return "(unreadable)"
+		}
+	}
+	return strconv.Quote(string(id))
+}
+
+// warnIx adds an interchange warning.
+func (r *Reader) warnIx(code string, off int64, seg int, msg string) {
+	if len(r.ix.Warnings) < maxErrors {
+		r.ix.Warnings = append(r.ix.Warnings, Warning{Code: code, Message: msg, Offset: off, Segment: seg})
+	}
 }
 
 func (r *Reader) setErr(seg Segment, c *Cause, detail string) {
@@ -766,13 +901,30 @@ func (r *Reader) startInterchange(seg Segment) {
 	d := h.d
 	ix.key = "x12:" + keyVal(ix.Usage, d) + ":" + keyVal(ix.SenderQualifier, d) + ":" + keyVal(ix.SenderID, d) +
 		":" + keyVal(ix.ReceiverQualifier, d) + ":" + keyVal(ix.ReceiverID, d) + ":" + keyVal(padISA13(ix.ControlNumber), d)
-	switch {
-	case !isDigits([]byte(ix.ControlNumber)) || len(ix.ControlNumber) > 9:
+	r.lenient = ixLenient{}
+	r.noTerm = false
+	// ISA13, ISA09 and ISA10 are each checked: a TA1 names the first, the
+	// report all of them.
+	if !isDigits([]byte(ix.ControlNumber)) || len(ix.ControlNumber) > 9 {
 		r.ixErr(seg, ErrISAControlNumber, "ISA13="+quoteCtl(ix.ControlNumber))
-	case ix.Date != "" && (len(ix.Date) != 6 || !isDigits([]byte(ix.Date))):
-		r.ixErr(seg, ErrISADate, "")
-	case ix.Time != "" && (len(ix.Time) != 4 || !isDigits([]byte(ix.Time))):
-		r.ixErr(seg, ErrISATime, "")
+	} else {
+		if r.isaSeen == nil {
+			r.isaSeen = make(map[string]*ctlSet, 1)
+		}
+		cs := r.isaSeen[ix.Sender()]
+		if cs == nil {
+			cs = &ctlSet{}
+			r.isaSeen[ix.Sender()] = cs
+		}
+		if cs.add(padISA13(ix.ControlNumber)) {
+			r.ixErr(seg, ErrISADuplicate, "ISA13="+quoteCtl(ix.ControlNumber)+" from "+quoteCtl(ix.Sender()))
+		}
+	}
+	if !validDate(ix.Date) {
+		r.ixErr(seg, ErrISADate, "ISA09="+quoteCtl(ix.Date)+" is not a YYMMDD date")
+	}
+	if !validTime(ix.Time) {
+		r.ixErr(seg, ErrISATime, "ISA10="+quoteCtl(ix.Time)+" is not an HHMM time")
 	}
 	if v := str(14); v != "0" && v != "1" {
 		r.ixErr(seg, ErrISAAckRequested, "ISA14="+quoteCtl(v))
@@ -782,6 +934,66 @@ func (r *Reader) startInterchange(seg Segment) {
 	}
 	if len(ix.Version) != 5 || !isDigits([]byte(ix.Version)) {
 		r.ixErr(seg, ErrISAVersion, "ISA12="+quoteCtl(ix.Version))
+	}
+	r.isaWarnings(seg, &h)
+}
+
+// isaWarnings reports what was tolerated in the ISA header, and looks at
+// what follows it: a CR LF terminator, or a stray byte before every segment.
+func (r *Reader) isaWarnings(seg Segment, h *isaHeader) {
+	ix := r.ix
+	if h.wrapped {
+		r.warnIx(WarnISALineBreaks, seg.Offset, seg.Index,
+			"the ISA header holds line breaks (a file wrapped at a fixed width); they were removed")
+	}
+	if !h.canonical {
+		if d := isaWidthDetail(h); d != "" {
+			r.warnIx(WarnISAFieldWidth, seg.Offset, seg.Index,
+				"ISA fields are not their fixed width, read by counting separators: "+d)
+		}
+	}
+	b, _ := r.br.Peek(8)
+	if len(b) > 0 && h.d.Segment == '\r' && b[0] == '\n' {
+		ix.crlf = true
+	}
+	i := 0
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	if b = b[i:]; len(b) >= 4 && !isAlnum(b[0]) && !isSpace(b[0]) && b[0] != h.d.Element &&
+		(string(b[1:3]) == "GS" && b[3] == h.d.Element || len(b) >= 5 &&
+			(string(b[1:4]) == "TA1" || string(b[1:4]) == "IEA") && b[4] == h.d.Element) {
+		r.lenient.lead = b[0]
+	}
+}
+
+// lenientWarnings reports, at the end of an interchange, what was
+// tolerated in its segments.
+func (r *Reader) lenientWarnings() {
+	l := &r.lenient
+	d := r.d
+	if l.lead != 0 {
+		r.warnIx(WarnLeadingPunctuation, r.ix.Offset, r.ix.Segment, fmt.Sprintf(
+			"every segment after the ISA begins with %s before its identifier (%d segments; segment terminator %s): the byte was read as part of the terminator",
+			printableDelim(l.lead, false), l.leadN, printableDelim(d.Segment, r.ix.crlf)))
+	}
+	if l.ws.bytes > 0 {
+		if r.ix.crlf {
+			r.warnIx(WarnCRLFTerminator, l.ws.first, l.ws.seg, fmt.Sprintf(
+				"segments end with CR LF: the LF after each terminator CR was skipped (%d bytes)", l.ws.bytes))
+		} else {
+			r.warnIx(WarnLineBreaks, l.ws.first, l.ws.seg, fmt.Sprintf(
+				"%d bytes of line breaks or spaces between segments, after the terminator %s, were skipped",
+				l.ws.bytes, printableDelim(d.Segment, false)))
+		}
+	}
+	if l.wrapped > 0 {
+		r.warnIx(WarnSegmentLineBreaks, l.wrapOff, l.wrapSeg, fmt.Sprintf(
+			"%d segments hold line breaks (wrapped lines), removed", l.wrapped))
+	}
+	if l.empty > 0 {
+		r.warnIx(WarnEmptySegment, l.emptyOff, l.emptySeg, fmt.Sprintf(
+			"%d empty segments (two terminators %s in a row) were skipped", l.empty, printableDelim(d.Segment, false)))
 	}
 }
 
@@ -795,9 +1007,20 @@ func (r *Reader) endInterchange(trailer bool) Kind {
 		}
 		if c := seg.Str(2); padISA13(c) != padISA13(ix.ControlNumber) {
 			r.ixErr(seg, ErrIEAControlNumber, fmt.Sprintf("IEA02=%s, ISA13=%s", quoteCtl(c), quoteCtl(ix.ControlNumber)))
+		} else if c != ix.ControlNumber {
+			r.warnIx(WarnIEA02Zeros, seg.Offset, seg.Index, fmt.Sprintf(
+				"IEA02=%s matches ISA13=%s only when leading zeros are ignored", quoteCtl(c), quoteCtl(ix.ControlNumber)))
 		}
-	} else if len(ix.Errors) < maxErrors {
-		ix.Errors = append(ix.Errors, &ParseError{Offset: r.endOffset(), Segment: r.endIndex(), Cause: ErrIEAMissing})
+		r.lenientWarnings()
+		if r.noTerm {
+			r.warnIx(WarnFinalTerminator, seg.Offset, seg.Index, "the IEA ends the file without a segment terminator")
+		}
+	} else {
+		r.lenientWarnings()
+		if len(ix.Errors) < maxErrors {
+			ix.Errors = append(ix.Errors, &ParseError{Offset: r.endOffset(), Segment: r.endIndex(), Cause: ErrIEAMissing,
+				Detail: describeDelims(r.d, ix.crlf)})
+		}
 	}
 	r.ended = KindInterchangeEnd
 	return KindInterchangeEnd
@@ -826,6 +1049,40 @@ func (r *Reader) startGroup(seg Segment) {
 	if ix.gs06Seen.add(ctl) {
 		r.groupErr(seg, ErrGSDuplicate, "GS06="+quoteCtl(g.ControlNumber))
 	}
+	r.paddingWarning(seg, WarnGroupPadding, 1, 2, 3, 6, 8)
+}
+
+func (r *Reader) warnGroup(seg Segment, code, msg string) {
+	if len(r.g.Warnings) < maxErrors {
+		r.g.Warnings = append(r.g.Warnings, Warning{Code: code, Message: msg, Offset: seg.Offset, Segment: seg.Index})
+	}
+}
+
+// paddingWarning reports the envelope elements of seg that carry spaces
+// around their value, which the Reader trims, at the group (GS, GE) or set
+// (ST, SE) level.
+func (r *Reader) paddingWarning(seg Segment, code string, elems ...int) {
+	var padded []byte
+	for _, i := range elems {
+		if v := seg.Elem(i); len(v) > 0 && (v[0] == ' ' || v[len(v)-1] == ' ') {
+			if padded != nil {
+				padded = append(padded, ", "...)
+			}
+			padded = fmt.Appendf(padded, "%s%02d", seg.id(), i)
+		}
+	}
+	if padded == nil {
+		return
+	}
+	w := Warning{Code: code, Offset: seg.Offset, Segment: seg.Index,
+		Message: "spaces around " + string(padded) + " were trimmed"}
+	if code == WarnSetPadding {
+		if len(r.set.Warnings) < maxErrors {
+			r.set.Warnings = append(r.set.Warnings, w)
+		}
+	} else if len(r.g.Warnings) < maxErrors {
+		r.g.Warnings = append(r.g.Warnings, w)
+	}
 }
 
 func (r *Reader) endGroup(trailer bool) Kind {
@@ -841,7 +1098,11 @@ func (r *Reader) endGroup(trailer bool) Kind {
 		}
 		if c := seg.Str(2); trimZeros(c) != trimZeros(g.ControlNumber) {
 			r.groupErr(seg, ErrGEControlNumber, fmt.Sprintf("GE02=%s, GS06=%s", quoteCtl(c), quoteCtl(g.ControlNumber)))
+		} else if c != g.ControlNumber {
+			r.warnGroup(seg, WarnGE02Zeros, fmt.Sprintf(
+				"GE02=%s matches GS06=%s only when leading zeros are ignored", quoteCtl(c), quoteCtl(g.ControlNumber)))
 		}
+		r.paddingWarning(seg, WarnGroupPadding, 1, 2)
 	} else {
 		if len(g.Errors) < maxErrors {
 			g.Errors = append(g.Errors, &ParseError{Offset: r.endOffset(), Segment: r.endIndex(), Cause: ErrGEMissing})
@@ -886,6 +1147,7 @@ func (r *Reader) startSet(seg Segment) {
 	if g.stSeen.add(s.ControlNumber) {
 		r.setErr(seg, ErrSTDuplicate, "ST02="+quoteCtl(s.ControlNumber))
 	}
+	r.paddingWarning(seg, WarnSetPadding, 1, 2)
 }
 
 // addToSet counts, hashes and (with KeepSegments) keeps a segment of the
@@ -930,8 +1192,13 @@ func (r *Reader) fastSet() {
 	canon, out := hs.canonical, hs.out // out is stored back below
 	taken := 0
 	i := 0
+	// The whitespace between segments, in one counter: its bytes in the
+	// low 32 bits, its LFs (for the wrapped segments, below) above.
+	ws := 0
 	for i < len(buf) {
-		if isSpace(buf[i]) {
+		if c := buf[i]; isSpace(c) {
+			// Of the four whitespace bytes only LF (0x0A) has bit 1 set.
+			ws += 1 + int(c>>1&1)<<32
 			i++
 			continue
 		}
@@ -972,10 +1239,54 @@ func (r *Reader) fastSet() {
 		i += j + 1
 	}
 	hs.out = out
+	if ws != 0 {
+		r.wsTaken(buf[:i], ws&(1<<32-1))
+	}
+	// Every LF of the segments taken is whitespace between them, unless
+	// some segment holds one: one count over the bytes taken tells, and
+	// only then are the segments walked again to find them. Kept segments
+	// never hold one: they go to the general path.
+	if term != '\n' && !keep && taken > 0 && bytes.Count(buf[:i], []byte{'\n'}) > ws>>32 {
+		r.countWrapped(buf[:i])
+	}
 	r.set.SegmentCount += taken
 	r.segIndex += taken
 	r.br.Discard(i)
 	r.off += int64(i)
+}
+
+// wsTaken records the n bytes of whitespace between the segments fastSet
+// just took (b): it finds the first.
+func (r *Reader) wsTaken(b []byte, n int) {
+	for i, seg := 0, 0; i < len(b); seg++ {
+		if isSpace(b[i]) {
+			r.lenient.ws.add(r.off+int64(i), r.segIndex+seg, n)
+			return
+		}
+		i += bytes.IndexByte(b[i:], r.d.Segment) + 1
+	}
+}
+
+// countWrapped counts, in the segments fastSet just took (b, from r.off,
+// the first numbered r.segIndex+1), those with an LF inside.
+func (r *Reader) countWrapped(b []byte) {
+	l := &r.lenient
+	n := 0
+	for i := 0; i < len(b); {
+		if isSpace(b[i]) {
+			i++
+			continue
+		}
+		j := bytes.IndexByte(b[i:], r.d.Segment)
+		n++
+		if bytes.IndexByte(b[i:i+j], '\n') >= 0 {
+			if l.wrapped == 0 {
+				l.wrapOff, l.wrapSeg = r.off+int64(i), r.segIndex+n
+			}
+			l.wrapped++
+		}
+		i += j + 1
+	}
 }
 
 func isUpperAlnum(c byte) bool { return c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
@@ -1013,6 +1324,7 @@ func (r *Reader) endSet(trailer bool) Kind {
 		if c := bytes.Trim(seg.Elem(2), " "); string(c) != s.ControlNumber {
 			r.setErr(seg, ErrSEControlNumber, fmt.Sprintf("SE02=%s, ST02=%s", quoteCtl(string(c)), quoteCtl(s.ControlNumber)))
 		}
+		r.paddingWarning(seg, WarnSetPadding, 1, 2)
 	} else {
 		if len(s.Errors) < maxErrors {
 			s.Errors = append(s.Errors, &ParseError{Offset: r.endOffset(), Segment: r.endIndex(),

@@ -9,6 +9,9 @@ type Report struct {
 	Errors       []ErrorReport       `json:"errors"`
 	Keys         []string            `json:"keys"`
 	Interchanges []InterchangeReport `json:"interchanges"`
+	// Warnings are the file-level warnings (before the first ISA); the
+	// others are in the interchange, group or set they belong to.
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // ErrorReport is one located error.
@@ -35,6 +38,7 @@ type InterchangeReport struct {
 	Key           string        `json:"key"`
 	Valid         bool          `json:"valid"`
 	Errors        []ErrorReport `json:"errors"`
+	Warnings      []Warning     `json:"warnings,omitempty"`
 	TA1           int           `json:"ta1_segments,omitempty"`
 	Groups        []GroupReport `json:"groups"`
 }
@@ -46,6 +50,7 @@ type GroupReport struct {
 	Version         string        `json:"version"`
 	Valid           bool          `json:"valid"`
 	Errors          []ErrorReport `json:"errors"`
+	Warnings        []Warning     `json:"warnings,omitempty"`
 	TransactionSets []SetReport   `json:"transaction_sets"`
 }
 
@@ -58,6 +63,7 @@ type SetReport struct {
 	Segments      int           `json:"segments"`
 	Valid         bool          `json:"valid"`
 	Errors        []ErrorReport `json:"errors"`
+	Warnings      []Warning     `json:"warnings,omitempty"`
 	// Document is filled by callers that parse the set's business document.
 	Document any `json:"document,omitempty"`
 }
@@ -67,7 +73,7 @@ type SetReport struct {
 func (f *File) Report() *Report {
 	rep := &Report{
 		X12: f.X12, Valid: f.Valid(), Errors: errorReports(f.AllErrors()), Keys: f.Keys(),
-		Interchanges: []InterchangeReport{},
+		Interchanges: []InterchangeReport{}, Warnings: f.Warnings,
 	}
 	if rep.Keys == nil {
 		rep.Keys = []string{}
@@ -77,19 +83,19 @@ func (f *File) Report() *Report {
 			Sender: ix.Sender(), Receiver: ix.Receiver(), ControlNumber: ix.ControlNumber,
 			Version: ix.Version, Usage: ix.Usage, AckRequested: ix.AckRequested,
 			Delimiters: ix.Delimiters.String(), Canonical: ix.Canonical, Key: ix.Key(),
-			Valid: ix.Valid(), Errors: errorReports(ix.Errors), TA1: len(ix.TA1),
+			Valid: ix.Valid(), Errors: errorReports(ix.Errors), Warnings: ix.Warnings, TA1: len(ix.TA1),
 			Groups: []GroupReport{},
 		}
 		for _, g := range ix.Groups {
 			gr := GroupReport{
 				FunctionalID: g.FunctionalID, ControlNumber: g.ControlNumber, Version: g.Version,
-				Valid: g.Valid(), Errors: errorReports(g.Errors), TransactionSets: []SetReport{},
+				Valid: g.Valid(), Errors: errorReports(g.Errors), Warnings: g.Warnings, TransactionSets: []SetReport{},
 			}
 			for _, s := range g.Sets {
 				gr.TransactionSets = append(gr.TransactionSets, SetReport{
 					Type: s.Type, ControlNumber: s.ControlNumber, Key: s.Key,
 					ContentHash: s.HashHex(), Segments: s.SegmentCount,
-					Valid: s.Valid(), Errors: errorReports(s.Errors),
+					Valid: s.Valid(), Errors: errorReports(s.Errors), Warnings: s.Warnings,
 				})
 			}
 			ir.Groups = append(ir.Groups, gr)

@@ -352,6 +352,7 @@ func AppendInterchangeTail(dst []byte, ix *Interchange) []byte {
 	dst = append(dst, ']')
 	dst = appendBoolField(dst, "valid", ix.Valid())
 	dst = AppendErrorsJSON(appendKey(dst, true, "errors"), ix.Errors)
+	dst = AppendWarningsField(dst, ix.Warnings)
 	if len(ix.TA1) != 0 {
 		dst = appendIntField(dst, "ta1_segments", int64(len(ix.TA1)))
 	}
@@ -374,6 +375,7 @@ func AppendGroupTail(dst []byte, g *Group) []byte {
 	dst = append(dst, ']')
 	dst = appendBoolField(dst, "valid", g.Valid())
 	dst = AppendErrorsJSON(appendKey(dst, true, "errors"), g.Errors)
+	dst = AppendWarningsField(dst, g.Warnings)
 	return append(dst, '}')
 }
 
@@ -390,5 +392,26 @@ func AppendSetOpen(dst []byte, s *Set) []byte {
 	dst = append(dst, '"')
 	dst = appendIntField(dst, "segments", int64(s.SegmentCount))
 	dst = appendBoolField(dst, "valid", s.Valid())
-	return AppendErrorsJSON(appendKey(dst, true, "errors"), s.Errors)
+	dst = AppendErrorsJSON(appendKey(dst, true, "errors"), s.Errors)
+	return AppendWarningsField(dst, s.Warnings)
+}
+
+// AppendWarningsField appends `,"warnings":[...]` when ws is not empty, as
+// the omitempty member of the report types.
+func AppendWarningsField(dst []byte, ws []Warning) []byte {
+	if len(ws) == 0 {
+		return dst
+	}
+	dst = append(appendKey(dst, true, "warnings"), '[')
+	for i, w := range ws {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendStrField(append(dst, '{'), false, "code", w.Code)
+		dst = appendStrField(dst, true, "message", w.Message)
+		dst = appendIntField(dst, "offset", w.Offset)
+		dst = appendIntField(dst, "segment", int64(w.Segment))
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
 }

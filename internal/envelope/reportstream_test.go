@@ -94,6 +94,11 @@ func streamReport(t *testing.T, data []byte) []byte {
 	out = append(out, `],"keys":`...)
 	k, _ := json.Marshal(keys)
 	out = append(out, k...)
+	if ws := rd.FileWarnings(); len(ws) > 0 {
+		out = append(out, `,"warnings":`...)
+		w, _ := json.Marshal(ws)
+		out = append(out, w...)
+	}
 	v, _ := json.Marshal(map[string]bool{"x12": rd.X12(), "valid": valid && rd.X12() && len(rd.FileErrors()) == 0})
 	out = append(out, ',')
 	return append(out, v[1:]...)
@@ -104,6 +109,8 @@ func streamReport(t *testing.T, data []byte) []byte {
 // same order, on every fixture and corpus file.
 func TestStreamedReportEqualsReport(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.*")
+	diag, _ := filepath.Glob("testdata/diag/*.x12")
+	files = append(files, diag...)
 	corpus, _ := filepath.Glob(filepath.Join(corpusDir(t), "*", "*"))
 	files = append(files, corpus...)
 	if len(files) < 80 {

@@ -58,6 +58,9 @@ type Report struct {
 	X12     bool
 	Sets    []SetReport
 	AckKeys []string
+	// Warnings counts the envelope reader's warnings by code (what it
+	// tolerated; see envelope.Warning).
+	Warnings map[string]int
 }
 
 // Count returns how many sets had the outcome.
@@ -218,6 +221,8 @@ type parsed struct {
 	status FileStatus
 	reason string
 	meta   []setMeta
+	// warnings counts the envelope warnings by code.
+	warnings map[string]int
 }
 
 // setMeta is what the report says of a set besides its result.
@@ -291,6 +296,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 		return nil, err
 	}
 	out.x12 = summary.X12
+	out.warnings = summary.WarningCounts
 	if summary.X12 {
 		return out, nil
 	}
@@ -351,7 +357,7 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 	if len(res.Sets) != len(p.meta) {
 		return nil, fmt.Errorf("ingest: %d results for %d sets", len(res.Sets), len(p.meta))
 	}
-	out := &Report{X12: p.x12, AckKeys: res.AckKeys, Sets: make([]SetReport, len(res.Sets))}
+	out := &Report{X12: p.x12, AckKeys: res.AckKeys, Sets: make([]SetReport, len(res.Sets)), Warnings: p.warnings}
 	for i, s := range res.Sets {
 		m := p.meta[i]
 		out.Sets[i] = SetReport{SetResult: s, Type: m.typ, Reason: m.reason, Unbalanced: m.unbalanced}

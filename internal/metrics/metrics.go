@@ -16,6 +16,7 @@ type Metrics struct {
 	PollErrors      *prometheus.CounterVec   // source, stage
 	Sets            *prometheus.CounterVec   // outcome
 	Unbalanced      prometheus.Counter
+	X12Warnings     *prometheus.CounterVec // code: a leniency of the envelope reader
 	PostProcessed   *prometheus.CounterVec // source, action
 	// SourceLastFile and SourceOverdue are the silence alarm of a source.
 	SourceLastFile *prometheus.GaugeVec // source: unix seconds of its last new file
@@ -64,6 +65,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		PostProcessed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_files_post_processed_total",
 			Help: "Files deleted or moved after ingest."}, []string{"source", "action"}),
 	}
+	m.X12Warnings = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_x12_warnings_total",
+		Help: "Envelope warnings in ingested files, by code: what the reader tolerated and a strict partner may reject (README, X12 warnings)."},
+		[]string{"code"})
+	reg.MustRegister(m.X12Warnings)
 	m.SourceLastFile = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_source_last_file_timestamp_seconds",
 		Help: "When the source's last new file was recorded (ingested or rejected), by any replica; 0 before its first."}, []string{"source"})
 	m.SourceOverdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_source_overdue",

@@ -761,6 +761,9 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 			fields = append(fields, zap.Int(string(o), n))
 		}
 	}
+	for code, n := range res.Warnings {
+		p.m.X12Warnings.WithLabelValues(code).Add(float64(n))
+	}
 	for _, s := range res.Sets {
 		if s.Unbalanced && s.Outcome == inbox.Processed {
 			p.m.Unbalanced.Inc()

@@ -68,3 +68,39 @@ func TestTA1ForUnreadableFile(t *testing.T) {
 		t.Errorf("TA1 interchange %+v", ix)
 	}
 }
+
+// TestTA1RejectsInterchangeDateAndTime: an interchange whose ISA09 and
+// ISA10 are not a real date and time, asking for a TA1, gets TA104 R with
+// TA105 014 (the first of its errors); a duplicate ISA13 gets 025.
+func TestTA1RejectsInterchangeDateAndTime(t *testing.T) {
+	for _, c := range []struct {
+		isa09, isa10, isa13b, note string
+	}{
+		{"260230", "0930", "000000302", "014"},
+		{"261130", "2460", "000000302", "015"},
+		{"261130", "0930", "000000301", "025"},
+	} {
+		x := "ISA*00*          *00*          *ZZ*ACMEHP         *ZZ*RIVERSIDE      *261130*0930*^*00501*000000301*1*P*:~IEA*0*000000301~" +
+			"ISA*00*          *00*          *ZZ*ACMEHP         *ZZ*RIVERSIDE      *" + c.isa09 + "*" + c.isa10 + "*^*00501*" + c.isa13b + "*1*P*:~IEA*0*" + c.isa13b + "~"
+		f, err := envelope.Parse(strings.NewReader(x), envelope.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix := f.Interchanges[1]
+		if !WantsTA1(ix, false) || VerdictTA1(ix) != "R"+c.note {
+			t.Errorf("%+v: verdict %s, errors %v", c, VerdictTA1(ix), ix.Errors)
+			continue
+		}
+		ta1, err := BuildTA1(context.Background(), ix, &MemoryControlNumbers{Start: 5}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := envelope.Parse(strings.NewReader(string(ta1)), envelope.Options{})
+		if err != nil || len(back.Interchanges) != 1 || len(back.Interchanges[0].TA1) != 1 {
+			t.Fatalf("TA1 %q: %v", ta1, err)
+		}
+		if got := back.Interchanges[0].TA1[0]; got.AckCode != "R" || got.NoteCode != c.note {
+			t.Errorf("%+v: TA1 %+v", c, got)
+		}
+	}
+}

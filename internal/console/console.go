@@ -164,6 +164,9 @@ func (c *Console) routes() {
 	c.mux = m
 }
 
+// maxForm bounds a posted form.
+const maxForm = 1 << 20
+
 // ServeHTTP sets the strict headers on every response, refuses
 // cross-site state changes, and routes.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -176,9 +179,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.Secure {
 		h.Set("Strict-Transport-Security", "max-age=31536000")
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && crossSite(r) {
-		http.Error(w, "cross-site request refused", http.StatusForbidden)
-		return
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if crossSite(r) {
+			http.Error(w, "cross-site request refused", http.StatusForbidden)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	}
 	c.mux.ServeHTTP(w, r)
 }

@@ -313,6 +313,10 @@ type confirmData struct {
 // confirmation listing the rows; confirm=yes acts. A bearer caller acts
 // at once and gets the count as text.
 func (c *Console) dlqAct(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
 	verb := path.Base(r.URL.Path)
 	now := c.cfg.Now()
 	f, shown, err := parseFilter(r.PostForm, now)
@@ -447,6 +451,10 @@ const maxReason = 200
 // sinkAct enables or disables a sink the console knows (configured, or
 // with rows or a state in the store).
 func (c *Console) sinkAct(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return
+	}
 	name, verb := r.PathValue("name"), path.Base(r.URL.Path)
 	views, err := c.sinkViews(r)
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 //go:embed templates/*.html
@@ -47,6 +48,7 @@ type Store interface {
 	DisableSink(ctx context.Context, sink, reason, by string, now, sent time.Time) (bool, error)
 	EnableSink(ctx context.Context, sink string, now time.Time) (bool, error)
 	LastFileTimes(ctx context.Context) (map[string]time.Time, error)
+	store.Reconciler
 }
 
 // Config configures a Console.
@@ -159,6 +161,7 @@ func (c *Console) routes() {
 	m.Handle("POST /dlq/replay", c.auth(roleAdmin, c.dlqAct))
 	m.Handle("POST /dlq/discard", c.auth(roleAdmin, c.dlqAct))
 	m.Handle("GET /sinks", c.auth(roleViewer, c.sinks))
+	m.Handle("GET /reconcile", c.auth(roleViewer, c.reconcileReport))
 	m.Handle("POST /sinks/{name}/enable", c.auth(roleAdmin, c.sinkAct))
 	m.Handle("POST /sinks/{name}/disable", c.auth(roleAdmin, c.sinkAct))
 	c.mux = m

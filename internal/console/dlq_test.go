@@ -243,7 +243,7 @@ func TestNoPatientDataOnAnyPage(t *testing.T) {
 		b := newBrowser(t, srv)
 		b.signIn(adminToken)
 		pages := map[string]string{}
-		for _, p := range []string{"/", "/dlq", "/sinks", "/dlq?kind=claim.received", "/signin"} {
+		for _, p := range []string{"/", "/dlq", "/sinks", "/dlq?kind=claim.received", "/signin", "/reconcile", "/reconcile?since=7d"} {
 			_, pages[p] = b.do("GET", p, nil, nil)
 		}
 		for _, r := range rows {

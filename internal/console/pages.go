@@ -154,14 +154,20 @@ func parseFilter(form url.Values, now time.Time) (outbox.DeadFilter, dlqFilter, 
 	return f, shown, nil
 }
 
-// parseWhen reads a time given as RFC 3339 or as a duration back from now.
+// parseWhen reads a time given as RFC 3339 or as a duration back from
+// now (36h, or whole days: 7d).
 func parseWhen(v string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return t, nil
 	}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n <= 100000 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration such as 36h", v)
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration such as 36h or 7d", v)
 	}
 	return now.Add(-d), nil
 }

@@ -175,6 +175,7 @@ type Store interface {
 	outbox.SinkStates
 	Leases
 	inbox.Ledger
+	inbox.FileBrowser
 	Reconciler
 	// LastFileTimes returns, per source, when its newest file was recorded
 	// in the ledger (ingested or rejected), by any replica.

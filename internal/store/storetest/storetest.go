@@ -94,6 +94,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"DeadRowsBySinkKindAndTime":        testDeadFilter,
 		"DeadFilterTimeZones":              testDeadFilterZones,
 		"LastFileTimesPerSource":           testLastFileTimes,
+		"FilesListAndDetail":               testFilesListAndDetail,
 		"LastFileNotPostProcessing":        testLastFileTimesIgnorePostProcessing,
 		"SameFileConcurrently":             testSameFileConcurrently,
 		"RegeneratedIsBusinessDup":         testRegenerated,

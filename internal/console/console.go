@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
@@ -49,6 +50,7 @@ type Store interface {
 	EnableSink(ctx context.Context, sink string, now time.Time) (bool, error)
 	LastFileTimes(ctx context.Context) (map[string]time.Time, error)
 	store.Reconciler
+	inbox.FileBrowser
 }
 
 // Config configures a Console.
@@ -162,6 +164,8 @@ func (c *Console) routes() {
 	m.Handle("POST /dlq/discard", c.auth(roleAdmin, c.dlqAct))
 	m.Handle("GET /sinks", c.auth(roleViewer, c.sinks))
 	m.Handle("GET /reconcile", c.auth(roleViewer, c.reconcileReport))
+	m.Handle("GET /files", c.auth(roleViewer, c.files))
+	m.Handle("GET /files/{id}", c.auth(roleViewer, c.file))
 	m.Handle("POST /sinks/{name}/enable", c.auth(roleAdmin, c.sinkAct))
 	m.Handle("POST /sinks/{name}/disable", c.auth(roleAdmin, c.sinkAct))
 	c.mux = m

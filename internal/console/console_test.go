@@ -280,7 +280,7 @@ func TestSignInSetsAStrictHttpOnlySessionCookie(t *testing.T) {
 // bearer token; a wrong one is refused, not treated as no token.
 func TestBearerTokenAuthenticatesEveryRequest(t *testing.T) {
 	srv := serve(t, memStore(t), nil)
-	for _, p := range []string{"/", "/dlq", "/sinks", "/reconcile"} {
+	for _, p := range []string{"/", "/dlq", "/sinks", "/reconcile", "/files"} {
 		for _, tok := range []string{viewerToken, adminToken} {
 			if resp, _ := bearer(t, srv, "GET", p, tok, nil); resp.StatusCode != http.StatusOK {
 				t.Errorf("GET %s: %s", p, resp.Status)
@@ -352,7 +352,7 @@ func TestEveryResponseHasStrictHeaders(t *testing.T) {
 		resp, _ := b.do("GET", p, nil, nil)
 		check("GET "+p, resp)
 	}
-	for _, p := range []string{"/", "/dlq", "/sinks", "/reconcile", "/dlq/1", "/static/console.css"} {
+	for _, p := range []string{"/", "/dlq", "/sinks", "/reconcile", "/files", "/files/x", "/dlq/1", "/static/console.css"} {
 		resp, _ := bearer(t, srv, "GET", p, viewerToken, nil)
 		check("bearer GET "+p, resp)
 	}
@@ -367,7 +367,7 @@ func TestEveryResponseHasStrictHeaders(t *testing.T) {
 func TestTemplatesHoldNoInlineScriptOrStyle(t *testing.T) {
 	srv := serve(t, memStore(t), nil)
 	inline := regexp.MustCompile(`(?i)<script>|<script [^>]*>[^<]|<style|style="|\son[a-z]+=`)
-	for _, p := range []string{"/", "/dlq", "/sinks", "/reconcile", "/signin"} {
+	for _, p := range []string{"/", "/dlq", "/sinks", "/reconcile", "/files", "/signin"} {
 		_, body := bearer(t, srv, "GET", p, adminToken, nil)
 		if m := inline.FindString(body); m != "" {
 			t.Errorf("%s: inline %q", p, m)

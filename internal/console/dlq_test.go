@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/console"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -248,6 +249,17 @@ func TestNoPatientDataOnAnyPage(t *testing.T) {
 		}
 		for _, r := range rows {
 			p := "/dlq/" + strconv.FormatInt(r.ID, 10)
+			_, pages[p] = b.do("GET", p, nil, nil)
+		}
+		files, err := st.ListFiles(context.Background(), inbox.FileFilter{}, 100)
+		if err != nil || len(files) != 2 {
+			t.Fatalf("files %v %v", files, err)
+		}
+		for _, p := range []string{"/files", "/files?source=test"} {
+			_, pages[p] = b.do("GET", p, nil, nil)
+		}
+		for _, f := range files {
+			p := "/files/" + f.CorrelationID
 			_, pages[p] = b.do("GET", p, nil, nil)
 		}
 		_, pages["confirm all"] = b.do("POST", "/dlq/replay", url.Values{"csrf": {b.csrf}, "all": {"true"}}, nil)

@@ -294,12 +294,7 @@ func (c *Console) dlqRow(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
-	data := rowData{Row: viewRow(row)}
-	for _, a := range attempts {
-		data.Attempts = append(data.Attempts, attemptView{Seq: a.Seq, Number: a.Number, At: a.At,
-			Latency: a.Latency.Round(time.Millisecond).String(), HTTPStatus: a.HTTPStatus, Class: a.Class,
-			Error: a.Error, ResponseSize: a.ResponseSize})
-	}
+	data := rowData{Row: viewRow(row), Attempts: viewAttempts(attempts)}
 	c.render(w, r, http.StatusOK, "row", data)
 }
 

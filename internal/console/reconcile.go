@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/reconcile"
-	"github.com/ediwatch/ediwatch/internal/sink"
 )
 
 // reconcileStuckAfter is when an undelivered row counts as stuck, as the
@@ -50,19 +49,8 @@ func (c *Console) reconcileReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, cf := range data.Report.Conflicts {
-		cf.Key = conflictKey(cf.Kind, cf.Key)
+		cf.Key = shownKey(cf.Key)
 		data.Conflicts = append(data.Conflicts, cf)
 	}
 	c.render(w, r, http.StatusOK, "reconcile", data)
-}
-
-// conflictKey shows a conflict's key: envelope keys (sender, receiver and
-// control numbers) and payment keys (payer and trace) as they are, any
-// other effect key (a claim's) digested.
-func conflictKey(kind, key string) string {
-	if kind == "conflict" || strings.HasPrefix(key, "payment:") {
-		return key
-	}
-	k, _, _ := strings.Cut(key, ":")
-	return sink.LogKey(k, key)
 }

@@ -196,22 +196,25 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mux.ServeHTTP(w, r)
 }
 
-// crossSite reports whether a browser says r comes from another site:
-// Sec-Fetch-Site other than same-origin (or none, typed by the user), or
-// an Origin whose host is not the request's. Requests without either
+// crossSite reports whether a browser says r comes from another site.
+// Sec-Fetch-Site, which page scripts cannot set, decides when present:
+// only same-origin (or none, the user's own navigation) passes. Without
+// it (older browsers) the Origin must name the request's host. Browsers
+// send "Origin: null" on a same-origin form post from a page whose
+// Referrer-Policy is no-referrer, as the console's are, so Origin alone
+// cannot decide for those that send Sec-Fetch-Site. Requests with neither
 // header (scripts) are not cross-site.
 func crossSite(r *http.Request) bool {
 	switch r.Header.Get("Sec-Fetch-Site") {
-	case "", "same-origin", "none":
+	case "same-origin", "none":
+		return false
+	case "":
 	default:
 		return true
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return false
-	}
-	if origin == "null" {
-		return true
 	}
 	_, host, ok := strings.Cut(origin, "://")
 	return !ok || !strings.EqualFold(host, r.Host)

@@ -168,6 +168,7 @@ func TestCrossSiteOrTokenlessFormPostIsRefused(t *testing.T) {
 		}{
 			{"cross-site origin", b.csrf, map[string]string{"Origin": "https://evil.example"}},
 			{"null origin", b.csrf, map[string]string{"Origin": "null"}},
+			{"cross-site origin, same-origin claimed by none", b.csrf, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": ""}},
 			{"sec-fetch-site cross-site", b.csrf, map[string]string{"Sec-Fetch-Site": "cross-site"}},
 			{"sec-fetch-site same-site", b.csrf, map[string]string{"Sec-Fetch-Site": "same-site"}},
 			{"no csrf", "", nil},
@@ -191,6 +192,26 @@ func TestCrossSiteOrTokenlessFormPostIsRefused(t *testing.T) {
 		}
 		if states, _ := st.SinkStates(context.Background()); len(states) != 0 {
 			t.Errorf("sink states after refused posts: %+v", states)
+		}
+	})
+}
+
+// TestSameOriginPostWithNullOriginIsAccepted: a browser posting a form of
+// the console's own page sends "Origin: null" (the pages' Referrer-Policy
+// is no-referrer) with Sec-Fetch-Site: same-origin; that is not cross-site.
+func TestSameOriginPostWithNullOriginIsAccepted(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		_, rows := deadLetters(t, st)
+		srv := serve(t, st, nil)
+		b := newBrowser(t, srv)
+		b.signIn(adminToken)
+		form := url.Values{"csrf": {b.csrf}, "ids": {strconv.FormatInt(rows[0].ID, 10)}, "confirm": {"yes"}}
+		resp, _ := b.do("POST", "/dlq/discard", form, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"})
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("same-origin post with a null origin: %s", resp.Status)
+		}
+		if got := status(t, st, rows[0].ID); got != outbox.StatusDiscarded {
+			t.Errorf("row %s", got)
 		}
 	})
 }

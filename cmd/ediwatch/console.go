@@ -27,7 +27,7 @@ type consoleServer struct {
 // it reads the tokens and opens the listener; nil when the console is off.
 // It refuses plain HTTP on an address other than loopback unless
 // console.allow_insecure is set.
-func newConsole(cfg config.Config, st store.Store, log *zap.Logger) (*consoleServer, error) {
+func newConsole(cfg config.Config, st store.Store, breakers func() map[string]string, log *zap.Logger) (*consoleServer, error) {
 	cc := cfg.Console
 	if !cc.Enabled() {
 		return nil, nil
@@ -54,7 +54,7 @@ func newConsole(cfg config.Config, st store.Store, log *zap.Logger) (*consoleSer
 	}
 	slices.Sort(sinks)
 	h, err := console.New(console.Config{ViewerToken: viewer, AdminToken: admin, Sources: sources, Sinks: sinks,
-		Secure: cc.TLS()}, st, log.Named("console"))
+		Breakers: breakers, Secure: cc.TLS()}, st, log.Named("console"))
 	if err != nil {
 		return nil, err
 	}

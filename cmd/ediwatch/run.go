@@ -158,7 +158,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			log.Named("poller"), m))
 	}
 
-	cs, err := newConsole(cfg, st, log)
+	cs, err := newConsole(cfg, st, d.relay.BreakerStates, log)
 	if err != nil {
 		return err
 	}

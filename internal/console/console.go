@@ -62,6 +62,9 @@ type Config struct {
 	// Sources and Sinks are the configured names, shown even before the
 	// store holds anything of theirs.
 	Sources, Sinks []string
+	// Breakers, when set, returns each sink's circuit breaker state in
+	// this process (outbox.Relay.BreakerStates).
+	Breakers func() map[string]string
 	// Secure marks session cookies Secure (the console serves HTTPS).
 	Secure bool
 	// SessionTTL bounds a signed-in session (default 12h).

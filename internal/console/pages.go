@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/sink"
 )
 
@@ -395,6 +396,9 @@ type sinkView struct {
 	Since                              time.Time
 	Pending, Inflight, Dead, Delivered int
 	OldestPending                      time.Duration
+	// Breaker is the sink's circuit breaker in this process: closed,
+	// half-open or open; empty when unknown.
+	Breaker string
 }
 
 // sinkViews joins the configured sinks, the outbox counts and the sink
@@ -428,6 +432,11 @@ func (c *Console) sinkViews(r *http.Request) ([]sinkView, error) {
 	for _, s := range states {
 		v := get(s.Sink)
 		v.Disabled, v.Reason, v.By, v.Since = s.Disabled, s.Reason, s.By, s.Since
+	}
+	if c.cfg.Breakers != nil {
+		for name, state := range c.cfg.Breakers() {
+			get(name).Breaker = state
+		}
 	}
 	out := make([]sinkView, 0, len(by))
 	for _, v := range by {
@@ -499,13 +508,17 @@ type sourceView struct {
 	Name     string
 	LastFile time.Time
 	Age      time.Duration
+	// Today counts the source's files recorded today (UTC) by status.
+	Today map[string]int
 }
 
 type overviewData struct {
-	Sources  []sourceView
-	Sinks    []sinkView
-	Dead     int
-	Disabled int
+	Sources   []sourceView
+	Sinks     []sinkView
+	Dead      int
+	Disabled  int
+	Divergent bool
+	Reasons   []string
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -521,10 +534,28 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 			names = append(names, n)
 		}
 	}
+	// The last day's reconciliation, as the divergence gauge computes it,
+	// gives the files per source, day and status too.
+	rep, err := reconcile.Run(r.Context(), c.st, now.Add(-24*time.Hour), reconcileStuckAfter, now)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	today := now.UTC().Format(time.DateOnly)
+	for _, f := range rep.Files {
+		if !slices.Contains(names, f.Source) {
+			names = append(names, f.Source)
+		}
+	}
 	slices.Sort(names)
-	var data overviewData
+	data := overviewData{Divergent: rep.Divergent, Reasons: rep.Reasons}
 	for _, n := range names {
-		v := sourceView{Name: n, LastFile: last[n]}
+		v := sourceView{Name: n, LastFile: last[n], Today: map[string]int{}}
+		for _, f := range rep.Files {
+			if f.Source == n && f.Day == today {
+				v.Today[f.Status] += f.Files
+			}
+		}
 		if !v.LastFile.IsZero() {
 			v.Age = now.Sub(v.LastFile)
 		}

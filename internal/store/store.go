@@ -176,6 +176,7 @@ type Store interface {
 	Leases
 	inbox.Ledger
 	inbox.FileBrowser
+	ActivityReader
 	Reconciler
 	// LastFileTimes returns, per source, when its newest file was recorded
 	// in the ledger (ingested or rejected), by any replica.

@@ -95,6 +95,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"DeadFilterTimeZones":              testDeadFilterZones,
 		"LastFileTimesPerSource":           testLastFileTimes,
 		"FilesListAndDetail":               testFilesListAndDetail,
+		"ActivityPerHourAndSink":           testActivityPerHourAndSink,
 		"LastFileNotPostProcessing":        testLastFileTimesIgnorePostProcessing,
 		"SameFileConcurrently":             testSameFileConcurrently,
 		"RegeneratedIsBusinessDup":         testRegenerated,

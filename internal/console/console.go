@@ -50,6 +50,7 @@ type Store interface {
 	EnableSink(ctx context.Context, sink string, now time.Time) (bool, error)
 	LastFileTimes(ctx context.Context) (map[string]time.Time, error)
 	store.Reconciler
+	store.ActivityReader
 	inbox.FileBrowser
 }
 

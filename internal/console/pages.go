@@ -19,6 +19,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/sink"
+	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 // listLimit bounds the rows a listing shows; actions on "all matching"
@@ -396,6 +397,8 @@ type sinkView struct {
 	Since                              time.Time
 	Pending, Inflight, Dead, Delivered int
 	OldestPending                      time.Duration
+	// Delivered24h counts the rows delivered in the last 24 hours.
+	Delivered24h int
 	// Breaker is the sink's circuit breaker in this process: closed,
 	// half-open or open; empty when unknown.
 	Breaker string
@@ -403,7 +406,7 @@ type sinkView struct {
 
 // sinkViews joins the configured sinks, the outbox counts and the sink
 // states, by name.
-func (c *Console) sinkViews(r *http.Request) ([]sinkView, error) {
+func (c *Console) sinkViews(r *http.Request, act store.Activity) ([]sinkView, error) {
 	now := c.cfg.Now()
 	stats, err := c.st.Stats(r.Context(), now)
 	if err != nil {
@@ -438,6 +441,9 @@ func (c *Console) sinkViews(r *http.Request) ([]sinkView, error) {
 			get(name).Breaker = state
 		}
 	}
+	for name, n := range act.Delivered {
+		get(name).Delivered24h = n
+	}
 	out := make([]sinkView, 0, len(by))
 	for _, v := range by {
 		out = append(out, *v)
@@ -447,7 +453,12 @@ func (c *Console) sinkViews(r *http.Request) ([]sinkView, error) {
 }
 
 func (c *Console) sinks(w http.ResponseWriter, r *http.Request) {
-	views, err := c.sinkViews(r)
+	act, err := c.st.Activity(r.Context(), c.cfg.Now().Add(-24*time.Hour))
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	views, err := c.sinkViews(r, act)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -466,7 +477,7 @@ func (c *Console) sinkAct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, verb := r.PathValue("name"), path.Base(r.URL.Path)
-	views, err := c.sinkViews(r)
+	views, err := c.sinkViews(r, store.Activity{})
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -519,6 +530,8 @@ type overviewData struct {
 	Disabled  int
 	Divergent bool
 	Reasons   []string
+	Files     chart
+	Delivered chart
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -561,7 +574,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		}
 		data.Sources = append(data.Sources, v)
 	}
-	if data.Sinks, err = c.sinkViews(r); err != nil {
+	act, err := c.st.Activity(r.Context(), now.Add(-chartHours*time.Hour))
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	data.Files, data.Delivered = hourCharts(act.Hours, now)
+	if data.Sinks, err = c.sinkViews(r, act); err != nil {
 		c.fail(w, err)
 		return
 	}

@@ -50,7 +50,7 @@ func hourCharts(hours []store.HourCount, now time.Time) (files, deliveries chart
 }
 
 func barChart(title string, counts [chartHours]int, first time.Time, noun string) chart {
-	const w, h, top, bottom, step = 720, 96, 6, 18, 30
+	const w, h, top, bottom, step = 576, 96, 6, 18, 24
 	c := chart{Title: title, Width: w, Height: h, AxisY: h - bottom, TickY: h - 4}
 	for _, n := range counts {
 		c.Max, c.Total = max(c.Max, n), c.Total+n

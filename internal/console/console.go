@@ -51,6 +51,7 @@ type Store interface {
 	LastFileTimes(ctx context.Context) (map[string]time.Time, error)
 	store.Reconciler
 	store.ActivityReader
+	store.LeaseReader
 	inbox.FileBrowser
 }
 

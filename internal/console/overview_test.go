@@ -15,11 +15,14 @@ import (
 
 // TestOverviewShowsFilesTodayDivergenceAndBreakers: the overview shows per
 // source the last new file and today's files by status, the dead-letter
-// depth, the last day's divergence with its reasons, and per sink the
+// depth, who holds each of its directory leases, the last day's divergence with its reasons, and per sink the
 // breaker state the relay reports; /sinks shows the breaker too.
 func TestOverviewShowsFilesTodayDivergenceAndBreakers(t *testing.T) {
 	drivertest.Each(t, func(t *testing.T, st store.Store) {
 		deadLetters(t, st)
+		if _, ok, err := st.AcquireLease(context.Background(), "poll:test:/outbound/835", "replica-7", time.Hour, time.Now()); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
 		srv := serve(t, st, func(c *console.Config) {
 			c.Breakers = func() map[string]string { return map[string]string{"ledger": "open", "acks": "closed"} }
 		})
@@ -28,7 +31,7 @@ func TestOverviewShowsFilesTodayDivergenceAndBreakers(t *testing.T) {
 			t.Fatalf("overview: %s", resp.Status)
 		}
 		for _, want := range []string{`<a href="/files?source=test">test</a>`, "2 ingested", `<span class="num">5</span> <a href="/dlq">dead letters</a>`,
-			"divergent", "5 dead-lettered rows", `<span class="badge bad">open</span>`, `<span class="badge ok">closed</span>`} {
+			"divergent", "5 dead-lettered rows", `<span class="key">/outbound/835</span>: replica-7 <span class="hint">until`, `<span class="badge bad">open</span>`, `<span class="badge ok">closed</span>`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("overview lacks %q:\n%s", want, body)
 			}

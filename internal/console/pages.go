@@ -521,6 +521,14 @@ type sourceView struct {
 	Age      time.Duration
 	// Today counts the source's files recorded today (UTC) by status.
 	Today map[string]int
+	// Leases are the source's directory leases: who polls each.
+	Leases []leaseView
+}
+
+type leaseView struct {
+	Directory, Holder string
+	ExpiresAt         time.Time
+	Live              bool
 }
 
 type overviewData struct {
@@ -554,6 +562,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
+	leases, err := c.st.LeaseStates(r.Context())
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
 	today := now.UTC().Format(time.DateOnly)
 	for _, f := range rep.Files {
 		if !slices.Contains(names, f.Source) {
@@ -567,6 +580,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		for _, f := range rep.Files {
 			if f.Source == n && f.Day == today {
 				v.Today[f.Status] += f.Files
+			}
+		}
+		for _, l := range leases {
+			if dir, ok := strings.CutPrefix(l.Name, "poll:"+n+":"); ok {
+				v.Leases = append(v.Leases, leaseView{Directory: dir, Holder: l.Holder, ExpiresAt: l.ExpiresAt,
+					Live: now.Before(l.ExpiresAt)})
 			}
 		}
 		if !v.LastFile.IsZero() {

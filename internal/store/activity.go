@@ -60,3 +60,19 @@ func MergeHours(files, deliveries map[time.Time]int) []HourCount {
 	slices.SortFunc(out, func(a, b HourCount) int { return a.Hour.Compare(b.Hour) })
 	return out
 }
+
+// LeaseState is a lease as the store holds it: a source directory's
+// ("poll:{source}:{directory}") or the maintenance leader's.
+type LeaseState struct {
+	Name, Holder string
+	Token        int64
+	// ExpiresAt is when the lease lapses unless renewed (on PostgreSQL by
+	// the database's clock).
+	ExpiresAt time.Time
+}
+
+// LeaseReader lists the leases. Read only; safe for concurrent use.
+type LeaseReader interface {
+	// LeaseStates returns every lease, by name.
+	LeaseStates(ctx context.Context) ([]LeaseState, error)
+}

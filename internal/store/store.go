@@ -177,6 +177,7 @@ type Store interface {
 	inbox.Ledger
 	inbox.FileBrowser
 	ActivityReader
+	LeaseReader
 	Reconciler
 	// LastFileTimes returns, per source, when its newest file was recorded
 	// in the ledger (ingested or rejected), by any replica.

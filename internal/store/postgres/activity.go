@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -55,4 +57,24 @@ func (s *Store) Activity(ctx context.Context, since time.Time) (store.Activity, 
 	}
 	a.Hours = store.MergeHours(files, deliveries)
 	return a, nil
+}
+
+var _ store.LeaseReader = (*Store)(nil)
+
+// LeaseStates implements store.LeaseReader.
+func (s *Store) LeaseStates(ctx context.Context) ([]store.LeaseState, error) {
+	rows, err := s.pool.Query(ctx, `SELECT name, holder, token, expires_at FROM lease ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("lease states: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.LeaseState, error) {
+		var l store.LeaseState
+		err := r.Scan(&l.Name, &l.Holder, &l.Token, &l.ExpiresAt)
+		l.ExpiresAt = l.ExpiresAt.UTC()
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease states: %w", err)
+	}
+	return out, nil
 }

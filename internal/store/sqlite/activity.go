@@ -59,3 +59,24 @@ func (s *Store) Activity(ctx context.Context, since time.Time) (store.Activity, 
 	a.Hours = store.MergeHours(files, deliveries)
 	return a, nil
 }
+
+var _ store.LeaseReader = (*Store)(nil)
+
+// LeaseStates implements store.LeaseReader.
+func (s *Store) LeaseStates(ctx context.Context) ([]store.LeaseState, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, holder, token, expires_at FROM lease ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("lease states: %w", err)
+	}
+	out, err := store.CollectRows(rows, func() { rows.Close() }, func(r store.Rows) (store.LeaseState, error) {
+		var l store.LeaseState
+		var exp int64
+		err := r.Scan(&l.Name, &l.Holder, &l.Token, &exp)
+		l.ExpiresAt = fromUS(exp)
+		return l, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease states: %w", err)
+	}
+	return out, nil
+}

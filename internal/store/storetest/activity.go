@@ -52,3 +52,33 @@ func testActivityPerHourAndSink(t *testing.T, s store.Store) {
 		t.Errorf("since 13:00: hours %+v, delivered %v", a.Hours, a.Delivered)
 	}
 }
+
+// testLeaseStatesListEveryLease: the console's lease reading lists every
+// lease by name with its holder, token and expiry, a released one too.
+func testLeaseStatesListEveryLease(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if got, err := s.LeaseStates(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("no leases: %v %v", got, err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	tokA, ok, err := s.AcquireLease(ctx, "poll:acme:/out", "host-a", time.Minute, now)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if _, ok, err := s.AcquireLease(ctx, "maintenance", "host-b", time.Minute, now); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	got, err := s.LeaseStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "maintenance" || got[0].Holder != "host-b" || got[1].Name != "poll:acme:/out" ||
+		got[1].Holder != "host-a" || got[1].Token != tokA {
+		t.Fatalf("leases %+v", got)
+	}
+	// PostgreSQL takes expiry from its own clock: only its order of
+	// magnitude is certain here.
+	if d := got[1].ExpiresAt.Sub(now); d < 30*time.Second || d > 10*time.Minute {
+		t.Errorf("expires in %s, want about a minute", d)
+	}
+}

@@ -96,6 +96,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"LastFileTimesPerSource":           testLastFileTimes,
 		"FilesListAndDetail":               testFilesListAndDetail,
 		"ActivityPerHourAndSink":           testActivityPerHourAndSink,
+		"LeaseStatesListEveryLease":        testLeaseStatesListEveryLease,
 		"LastFileNotPostProcessing":        testLastFileTimesIgnorePostProcessing,
 		"SameFileConcurrently":             testSameFileConcurrently,
 		"RegeneratedIsBusinessDup":         testRegenerated,

@@ -437,7 +437,9 @@ func Load(path string) (Config, error) {
 	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "store.max_conns",
 		"store.ingest_timeout", "relay.workers",
 		"relay.max_attempts", "relay.backoff.base", "relay.backoff.max", "relay.max_age", "relay.lease",
-		"retention.keys", "retention.replay_window", "http.listen", "log.level"} {
+		"retention.keys", "retention.replay_window", "http.listen", "log.level",
+		"console.listen", "console.token_file", "console.admin_token_file", "console.tls_cert_file",
+		"console.tls_key_file", "console.allow_insecure"} {
 		v.SetDefault(strings.ReplaceAll(k, ".", "::"), lookup(def, k))
 	}
 	if path != "" {
@@ -498,6 +500,18 @@ func lookup(c Config, key string) any {
 		return c.HTTP.Listen
 	case "log.level":
 		return c.Log.Level
+	case "console.listen":
+		return c.Console.Listen
+	case "console.token_file":
+		return c.Console.TokenFile
+	case "console.admin_token_file":
+		return c.Console.AdminTokenFile
+	case "console.tls_cert_file":
+		return c.Console.TLSCertFile
+	case "console.tls_key_file":
+		return c.Console.TLSKeyFile
+	case "console.allow_insecure":
+		return c.Console.AllowInsecure
 	}
 	return nil
 }

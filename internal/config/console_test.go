@@ -39,3 +39,27 @@ func TestConsoleOffUnlessConfiguredAndPlainHTTPOnlyOnLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestConsoleFromTheEnvironment: the console's keys can be set from
+// EDIWATCH_CONSOLE_* like every other scalar key.
+func TestConsoleFromTheEnvironment(t *testing.T) {
+	t.Setenv("EDIWATCH_CONSOLE_LISTEN", "127.0.0.1:9465")
+	t.Setenv("EDIWATCH_CONSOLE_TOKEN_FILE", "/run/secrets/viewer")
+	t.Setenv("EDIWATCH_CONSOLE_ADMIN_TOKEN_FILE", "/run/secrets/admin")
+	c, err := Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Console.Listen != "127.0.0.1:9465" || c.Console.TokenFile != "/run/secrets/viewer" ||
+		c.Console.AdminTokenFile != "/run/secrets/admin" || c.Console.AllowInsecure {
+		t.Errorf("console %+v", c.Console)
+	}
+	t.Setenv("EDIWATCH_CONSOLE_LISTEN", "0.0.0.0:9465")
+	if _, err := Load(""); err == nil {
+		t.Error("a plain console on 0.0.0.0 from the environment loaded")
+	}
+	t.Setenv("EDIWATCH_CONSOLE_ALLOW_INSECURE", "true")
+	if _, err := Load(""); err != nil {
+		t.Errorf("allow_insecure from the environment: %v", err)
+	}
+}

@@ -40,6 +40,11 @@ find_pg || { log "installing postgresql"; apt_install postgresql; find_pg; }
 # installed, never started.
 command -v systemd-analyze >/dev/null || { log "installing systemd"; apt_install systemd; }
 
+# Headless Chromium drives the console's browser tests (internal/console).
+chromium=$(command -v chromium || true)
+[ -n "$chromium" ] || { log "installing chromium"; apt_install chromium; chromium=$(command -v chromium); }
+export EDIWATCH_TEST_CHROMIUM="$chromium"
+
 # promtool, from Debian's prometheus package, unpacked without installing
 # the service.
 promtool=$(command -v promtool || true)

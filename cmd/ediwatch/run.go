@@ -83,6 +83,8 @@ type daemon struct {
 	pollers []*poller.Poller
 	reg     *prometheus.Registry
 	addr    net.Addr
+	// console is the console's address, nil when it is off.
+	console net.Addr
 }
 
 // runDaemon runs until ctx is cancelled. ready, when set, is called once
@@ -156,8 +158,18 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			log.Named("poller"), m))
 	}
 
+	cs, err := newConsole(cfg, st, d.relay.BreakerStates, log)
+	if err != nil {
+		return err
+	}
+	if cs != nil {
+		d.console = cs.ln.Addr()
+	}
 	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
+		if cs != nil {
+			cs.ln.Close()
+		}
 		return fmt.Errorf("http.listen: %w", err)
 	}
 	d.addr = ln.Addr()
@@ -180,6 +192,9 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		defer cancel()
 		return srv.Shutdown(sctx)
 	})
+	if cs != nil {
+		cs.run(gctx, g)
+	}
 	g.Go(func() error { return d.relay.Run(gctx) })
 	if l, ok := st.(interface {
 		Listen(context.Context, func(), func(error, time.Duration)) error

@@ -71,6 +71,8 @@ type Config struct {
 	Retention Retention           `mapstructure:"retention"`
 	HTTP      HTTP                `mapstructure:"http"`
 	Log       Log                 `mapstructure:"log"`
+	// Console is the operator console, off unless console.listen is set.
+	Console Console `mapstructure:"console"`
 }
 
 // Store selects the store driver.
@@ -280,6 +282,28 @@ type HTTP struct {
 	Listen string `mapstructure:"listen"`
 }
 
+// Console is the operator console (internal/console), served by run on
+// its own listener. It is off unless Listen is set.
+type Console struct {
+	Listen string `mapstructure:"listen"`
+	// TokenFile holds the viewers' token (read only); AdminTokenFile the
+	// admins' (replay, discard, enable and disable sinks). Whitespace
+	// around a token is trimmed.
+	TokenFile      string `mapstructure:"token_file"`
+	AdminTokenFile string `mapstructure:"admin_token_file"`
+	// TLSCertFile and TLSKeyFile, both or neither, serve HTTPS.
+	TLSCertFile string `mapstructure:"tls_cert_file"`
+	TLSKeyFile  string `mapstructure:"tls_key_file"`
+	// AllowInsecure permits plain HTTP on an address other than loopback.
+	AllowInsecure bool `mapstructure:"allow_insecure"`
+}
+
+// Enabled reports whether the console is configured.
+func (c Console) Enabled() bool { return c.Listen != "" }
+
+// TLS reports whether the console serves HTTPS.
+func (c Console) TLS() bool { return c.TLSCertFile != "" }
+
 // Log configures logging.
 type Log struct {
 	Level string `mapstructure:"level"`
@@ -413,7 +437,9 @@ func Load(path string) (Config, error) {
 	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "store.max_conns",
 		"store.ingest_timeout", "relay.workers",
 		"relay.max_attempts", "relay.backoff.base", "relay.backoff.max", "relay.max_age", "relay.lease",
-		"retention.keys", "retention.replay_window", "http.listen", "log.level"} {
+		"retention.keys", "retention.replay_window", "http.listen", "log.level",
+		"console.listen", "console.token_file", "console.admin_token_file", "console.tls_cert_file",
+		"console.tls_key_file", "console.allow_insecure"} {
 		v.SetDefault(strings.ReplaceAll(k, ".", "::"), lookup(def, k))
 	}
 	if path != "" {
@@ -474,6 +500,18 @@ func lookup(c Config, key string) any {
 		return c.HTTP.Listen
 	case "log.level":
 		return c.Log.Level
+	case "console.listen":
+		return c.Console.Listen
+	case "console.token_file":
+		return c.Console.TokenFile
+	case "console.admin_token_file":
+		return c.Console.AdminTokenFile
+	case "console.tls_cert_file":
+		return c.Console.TLSCertFile
+	case "console.tls_key_file":
+		return c.Console.TLSKeyFile
+	case "console.allow_insecure":
+		return c.Console.AllowInsecure
 	}
 	return nil
 }
@@ -682,6 +720,7 @@ func (c *Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "must be host:port", quote(c.HTTP.Listen))
 	}
+	c.validateConsole(bad)
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
 	default:
@@ -691,6 +730,34 @@ func (c *Config) Validate() error {
 		return errors.New(strings.Join(errs, "\n"))
 	}
 	return nil
+}
+
+// validateConsole checks the console's settings when it is configured:
+// plain HTTP only on loopback unless allow_insecure says otherwise, since
+// tokens and session cookies cross the wire.
+func (c *Config) validateConsole(bad func(path, rule string, got any)) {
+	cc := c.Console
+	if !cc.Enabled() {
+		if cc != (Console{}) {
+			bad("console.listen", "must be set when other console keys are", `""`)
+		}
+		return
+	}
+	host, _, err := net.SplitHostPort(cc.Listen)
+	if err != nil {
+		bad("console.listen", "must be host:port", quote(cc.Listen))
+	}
+	if cc.TokenFile == "" {
+		bad("console.token_file", "must be set: the viewers' token", `""`)
+	}
+	if (cc.TLSCertFile == "") != (cc.TLSKeyFile == "") {
+		bad("console.tls_cert_file", "and console.tls_key_file must be set together",
+			fmt.Sprintf("cert %q, key %q", cc.TLSCertFile, cc.TLSKeyFile))
+	}
+	if err == nil && !cc.TLS() && !loopback(host) && !cc.AllowInsecure {
+		bad("console.listen", "must be a loopback address unless console.tls_cert_file and console.tls_key_file are set (or set console.allow_insecure: true)",
+			quote(cc.Listen))
+	}
 }
 
 // validateRoute checks the sinks a route names: at least one, each

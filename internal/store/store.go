@@ -175,6 +175,9 @@ type Store interface {
 	outbox.SinkStates
 	Leases
 	inbox.Ledger
+	inbox.FileBrowser
+	ActivityReader
+	LeaseReader
 	Reconciler
 	// LastFileTimes returns, per source, when its newest file was recorded
 	// in the ledger (ingested or rejected), by any replica.

@@ -1,0 +1,238 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// role is what a token may do; a higher role may do what a lower may.
+type role int
+
+const (
+	roleNone role = iota
+	roleViewer
+	roleAdmin
+)
+
+func (r role) String() string {
+	switch r {
+	case roleAdmin:
+		return "admin"
+	case roleViewer:
+		return "viewer"
+	}
+	return "none"
+}
+
+// sessionCookie names the session cookie.
+const sessionCookie = "ediwatch_console"
+
+// session is a signed-in browser: its role, CSRF token and expiry. The
+// cookie holds only the random id.
+type session struct {
+	role    role
+	csrf    string
+	expires time.Time
+}
+
+// limiter is one remote address's sign-in budget.
+type limiter struct {
+	lim  *rate.Limiter
+	seen time.Time
+}
+
+// maxLimiters bounds the limiter map; idle entries are dropped first.
+const maxLimiters = 10000
+
+// who is the authenticated caller of a request.
+type who struct {
+	role role
+	// csrf is the session's CSRF token; empty for a bearer token, which a
+	// browser never sends on its own, so needs none.
+	csrf string
+}
+
+type whoKey struct{}
+
+func whoOf(r *http.Request) who {
+	w, _ := r.Context().Value(whoKey{}).(who)
+	return w
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails on Linux
+	return hex.EncodeToString(b)
+}
+
+// roleOf returns the role of token, comparing it with both tokens in
+// constant time. Digests are compared, so not even a token's length
+// shows in the time taken.
+func (c *Console) roleOf(token string) role {
+	got := sha256.Sum256([]byte(token))
+	adminSum, viewerSum := sha256.Sum256([]byte(c.cfg.AdminToken)), sha256.Sum256([]byte(c.cfg.ViewerToken))
+	admin := c.cfg.AdminToken != "" && subtle.ConstantTimeCompare(got[:], adminSum[:]) == 1
+	viewer := subtle.ConstantTimeCompare(got[:], viewerSum[:]) == 1
+	switch {
+	case admin:
+		return roleAdmin
+	case viewer:
+		return roleViewer
+	}
+	return roleNone
+}
+
+// remoteHost is the rate limit's key: the connection's address, never a
+// header a client sets.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// allowAttempt takes one sign-in attempt from r's remote address's
+// budget, reporting whether any was left.
+func (c *Console) allowAttempt(r *http.Request) bool {
+	now := c.cfg.Now()
+	host := remoteHost(r)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.limiters[host]
+	if !ok {
+		if len(c.limiters) >= maxLimiters {
+			for k, v := range c.limiters {
+				if v.lim.TokensAt(now) >= float64(c.cfg.SignInBurst) {
+					delete(c.limiters, k)
+				}
+			}
+		}
+		l = &limiter{lim: rate.NewLimiter(c.cfg.SignInRate, c.cfg.SignInBurst)}
+		c.limiters[host] = l
+	}
+	l.seen = now
+	return l.lim.AllowN(now, 1)
+}
+
+// authenticate returns the caller of r: a bearer token when the request
+// carries one (a wrong one is refused, not downgraded), else the session
+// of its cookie. ok is false for a wrong bearer token.
+func (c *Console) authenticate(r *http.Request) (w who, ok bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		tok, found := strings.CutPrefix(h, "Bearer ")
+		if !found {
+			return who{}, false
+		}
+		rl := c.roleOf(strings.TrimSpace(tok))
+		return who{role: rl}, rl != roleNone
+	}
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return who{}, true
+	}
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, found := c.sessions[ck.Value]
+	if !found {
+		return who{}, true
+	}
+	if !now.Before(s.expires) {
+		delete(c.sessions, ck.Value)
+		return who{}, true
+	}
+	return who{role: s.role, csrf: s.csrf}, true
+}
+
+// auth wraps h: the caller must have at least need, and a state-changing
+// request of a session must carry the session's CSRF token.
+func (c *Console) auth(need role, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, ok := c.authenticate(r)
+		if !ok {
+			if !c.allowAttempt(r) {
+				http.Error(w, "too many attempts; wait a minute", http.StatusTooManyRequests)
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ediwatch console"`)
+			http.Error(w, "wrong token", http.StatusUnauthorized)
+			return
+		}
+		if caller.role == roleNone {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/signin", http.StatusSeeOther)
+				return
+			}
+			http.Error(w, "sign in first", http.StatusUnauthorized)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && caller.csrf != "" {
+			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(caller.csrf)) != 1 {
+				http.Error(w, "missing or wrong CSRF token; reload the page", http.StatusForbidden)
+				return
+			}
+		}
+		if caller.role < need {
+			http.Error(w, "this needs the admin token", http.StatusForbidden)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, caller)))
+	})
+}
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "signin", signInData{})
+}
+
+type signInData struct {
+	Error string
+}
+
+// signIn checks the posted token and starts a session for it.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	if !c.allowAttempt(r) {
+		c.render(w, r, http.StatusTooManyRequests, "signin", signInData{Error: "Too many attempts from your address; wait a minute."})
+		return
+	}
+	rl := c.roleOf(strings.TrimSpace(r.PostFormValue("token")))
+	if rl == roleNone {
+		c.log.Info("console sign-in refused", zapRemote(r))
+		c.render(w, r, http.StatusUnauthorized, "signin", signInData{Error: "Wrong token."})
+		return
+	}
+	id, now := randomHex(32), c.cfg.Now()
+	c.mu.Lock()
+	for k, s := range c.sessions {
+		if !now.Before(s.expires) {
+			delete(c.sessions, k)
+		}
+	}
+	c.sessions[id] = &session{role: rl, csrf: randomHex(32), expires: now.Add(c.cfg.SessionTTL)}
+	c.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: c.cfg.Secure,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL / time.Second)})
+	c.log.Info("console sign-in", zapRemote(r), zapRole(rl))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// signOut ends the caller's session.
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		c.mu.Lock()
+		delete(c.sessions, ck.Value)
+		c.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: c.cfg.Secure,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}

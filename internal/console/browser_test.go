@@ -1,0 +1,240 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
+)
+
+// chromiumPath returns the headless Chromium the browser tests drive:
+// EDIWATCH_TEST_CHROMIUM (scripts/test.sh installs Debian's chromium and
+// sets it) or chromium on the PATH. Without one the test is skipped, and
+// under CI=true it fails.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	p := os.Getenv("EDIWATCH_TEST_CHROMIUM")
+	if p == "" {
+		p, _ = exec.LookPath("chromium")
+	}
+	if p == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no chromium: run scripts/test.sh, which installs Debian's chromium")
+		}
+		t.Skip("no chromium (scripts/test.sh installs it)")
+	}
+	return p
+}
+
+// newBrowserTab starts a headless Chromium and returns a tab's context,
+// both closed when t ends.
+func newBrowserTab(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 860), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	if err := chromedp.Run(ctx); err != nil {
+		cancel()
+		acancel()
+		t.Fatalf("start chromium: %v", err)
+	}
+	t.Cleanup(func() {
+		chromedp.Cancel(ctx)
+		cancel()
+		acancel()
+	})
+	return ctx
+}
+
+// run runs actions in the tab under a hang guard, failing t on an error.
+func run(t *testing.T, tab context.Context, what string, actions ...chromedp.Action) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, time.Minute) // a hang guard, not a timing assertion
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// screenshot saves the page as name.png in EDIWATCH_SCREENSHOTS, when set
+// (scripts/screenshots.sh refreshes the README's).
+func screenshot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("EDIWATCH_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	var png []byte
+	run(t, tab, "screenshot "+name, chromedp.FullScreenshot(&png, 100))
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
+
+// TestBrowser drives the console in headless Chromium: a wrong token is
+// refused; a viewer sees no actions and the server refuses the viewer's
+// replay; a cross-site form post is refused; an admin opens every screen,
+// filters the dead letters, selects a row, confirms its replay and sees
+// it delivered by the receiver that refused it before.
+func TestBrowser(t *testing.T) {
+	st := drivertest.SQLite(t)
+	rc, rows := deadLetters(t, st)
+	pay := rowOfKind(t, rows, "payment.posted")
+	id := strconv.FormatInt(pay.ID, 10)
+	srv := serve(t, st, nil)
+	tab := newBrowserTab(t)
+
+	var text string
+	run(t, tab, "wrong token", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible("#token", chromedp.ByID),
+		chromedp.SendKeys("#token", "not-the-token", chromedp.ByID), chromedp.Click("form.signin button", chromedp.ByQuery),
+		chromedp.WaitVisible("p.error", chromedp.ByQuery), chromedp.Text("p.error", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "Wrong token") {
+		t.Errorf("wrong token: %q", text)
+	}
+	screenshot(t, tab, "signin")
+
+	// A viewer: no actions offered, and a replay posted anyway (with the
+	// session's CSRF token) is refused.
+	signInBrowser(t, tab, srv.URL, viewerToken)
+	var offered bool
+	var code int
+	run(t, tab, "viewer dlq", chromedp.Navigate(srv.URL+"/dlq"), chromedp.WaitVisible("table", chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('button[formaction="/dlq/replay"]') !== null`, &offered),
+		chromedp.Evaluate(fmt.Sprintf(`fetch('/dlq/replay', {method: 'POST', body: new URLSearchParams({
+			csrf: document.querySelector('input[name=csrf]').value, ids: '%s', confirm: 'yes'})}).then(r => r.status)`, id),
+			&code, awaitPromise))
+	if offered || code != http.StatusForbidden {
+		t.Errorf("viewer: actions offered %t, replay answered %d", offered, code)
+	}
+	run(t, tab, "sign out", chromedp.Click("form.signout button", chromedp.ByQuery), chromedp.WaitVisible("#token", chromedp.ByID))
+
+	// An admin, signed in, visits another site whose page posts a replay
+	// form to the console.
+	signInBrowser(t, tab, srv.URL, adminToken)
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/go.js" {
+			w.Header().Set("Content-Type", "text/javascript")
+			fmt.Fprint(w, `document.getElementById("f").submit();`)
+			return
+		}
+		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/dlq/replay"><input name="all" value="true">
+<input name="confirm" value="yes"></form><script src="/go.js"></script>`, srv.URL)
+	}))
+	defer evil.Close()
+	run(t, tab, "cross-site post", chromedp.Navigate(strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)),
+		waitLocation("/dlq/replay"), chromedp.Text("body", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "cross-site request refused") {
+		t.Errorf("cross-site post: %q", text)
+	}
+	if got := status(t, st, pay.ID); got != outbox.StatusDead {
+		t.Fatalf("row %s after the cross-site post", got)
+	}
+
+	// The admin opens every screen; the stylesheet and script load under
+	// the CSP.
+	var bg string
+	for _, p := range []struct{ path, shot, wait string }{
+		{"/", "overview", "section.cards"},
+		{"/files", "files", "table"},
+		{"/sinks", "sinks", "table"},
+		{"/reconcile", "reconcile", "table"},
+	} {
+		run(t, tab, p.path, chromedp.Navigate(srv.URL+p.path), chromedp.WaitVisible(p.wait, chromedp.ByQuery))
+		screenshot(t, tab, p.shot)
+	}
+	run(t, tab, "style", chromedp.Evaluate(`getComputedStyle(document.querySelector("header")).backgroundColor`, &bg))
+	if bg != "rgb(22, 32, 43)" {
+		t.Errorf("stylesheet not applied: header background %q", bg)
+	}
+	run(t, tab, "a file", chromedp.Navigate(srv.URL+"/files"), chromedp.WaitVisible("table", chromedp.ByQuery),
+		chromedp.Click(`//a[text()="era.835"]`, chromedp.BySearch), chromedp.WaitVisible("dl.facts", chromedp.ByQuery),
+		chromedp.Text("main", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "processed") || !strings.Contains(text, "payment.posted") {
+		t.Errorf("file page: %q", text)
+	}
+	screenshot(t, tab, "file")
+
+	// Filter the dead letters by sink, select the payment's row (select
+	// all, then all but it, exercises the script), replay, confirm.
+	var checked int
+	run(t, tab, "filter", chromedp.Navigate(srv.URL+"/dlq"), chromedp.WaitVisible("form.filter", chromedp.ByQuery),
+		chromedp.SetValue(`select[name="sink"]`, "ledger", chromedp.ByQuery),
+		chromedp.Click("form.filter button", chromedp.ByQuery), waitLocation("sink=ledger"),
+		chromedp.WaitReady(`input[type="hidden"][name="sink"][value="ledger"]`, chromedp.ByQuery),
+		chromedp.WaitVisible("#select-all", chromedp.ByID),
+		chromedp.Click("#select-all", chromedp.ByID),
+		chromedp.Evaluate(`document.querySelectorAll('input[name="ids"]:checked').length`, &checked))
+	if checked < 2 {
+		t.Errorf("select all checked %d rows", checked)
+	}
+	screenshot(t, tab, "dlq")
+	run(t, tab, "select", chromedp.Click("#select-all", chromedp.ByID),
+		chromedp.Click(`input[name="ids"][value="`+id+`"]`, chromedp.ByQuery),
+		chromedp.Click(`button[formaction="/dlq/replay"]:not([name])`, chromedp.ByQuery), waitLocation("/dlq/replay"),
+		chromedp.WaitVisible("h1", chromedp.ByQuery), chromedp.Text("h1", &text, chromedp.ByQuery))
+	if text != "Confirm: replay 1 dead rows" {
+		t.Fatalf("confirmation: %q", text)
+	}
+	screenshot(t, tab, "confirm")
+	if got := status(t, st, pay.ID); got != outbox.StatusDead {
+		t.Fatalf("row %s before the confirmation", got)
+	}
+	run(t, tab, "confirm", chromedp.Click(`main form button[type="submit"]`, chromedp.ByQuery), waitLocation("done=replay"),
+		chromedp.WaitVisible("p.done", chromedp.ByQuery), chromedp.Text("p.done", &text, chromedp.ByQuery))
+	if text != "1 rows queued for delivery again." {
+		t.Errorf("outcome: %q", text)
+	}
+	rc.accept.Store(true)
+	relayUntil(t, st, rc, func() bool { return status(t, st, pay.ID) == outbox.StatusDelivered })
+	run(t, tab, "row", chromedp.Navigate(srv.URL+"/dlq/"+id), chromedp.WaitVisible("dl.facts", chromedp.ByQuery),
+		chromedp.Text("dl.facts", &text, chromedp.ByQuery))
+	if !strings.Contains(text, "delivered") {
+		t.Errorf("row page after the replay: %q", text)
+	}
+	screenshot(t, tab, "row")
+	if rc.delivered.Load() != 1 {
+		t.Errorf("receiver got %d deliveries, want 1", rc.delivered.Load())
+	}
+}
+
+// waitLocation waits until the tab's location holds substr, through the
+// navigation a form submission starts.
+func waitLocation(substr string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		for {
+			var loc string
+			if err := chromedp.Location(&loc).Do(ctx); err == nil && strings.Contains(loc, substr) {
+				return chromedp.WaitReady("body", chromedp.ByQuery).Do(ctx)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// signInBrowser signs the tab in with token.
+func signInBrowser(t *testing.T, tab context.Context, base, token string) {
+	t.Helper()
+	run(t, tab, "sign in", chromedp.Navigate(base+"/signin"), chromedp.WaitVisible("#token", chromedp.ByID),
+		chromedp.SendKeys("#token", token, chromedp.ByID), chromedp.Click("form.signin button", chromedp.ByQuery),
+		chromedp.WaitVisible("section.cards", chromedp.ByQuery))
+}

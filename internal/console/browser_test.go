@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/ediwatch/ediwatch/internal/outbox"
@@ -47,7 +46,7 @@ func newBrowserTab(t *testing.T) context.Context {
 		chromedp.WindowSize(1280, 860), chromedp.Flag("disable-dev-shm-usage", true))
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
-	if err := chromedp.Run(ctx); err != nil {
+	if err := chromedp.Do(ctx); err != nil {
 		cancel()
 		acancel()
 		t.Fatalf("start chromium: %v", err)
@@ -60,14 +59,27 @@ func newBrowserTab(t *testing.T) context.Context {
 	return ctx
 }
 
-// run runs actions in the tab under a hang guard, failing t on an error.
-func run(t *testing.T, tab context.Context, what string, actions ...chromedp.Action) {
+// run runs steps in the tab under a hang guard, failing t on an error.
+func run(t *testing.T, tab context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, time.Minute) // a hang guard, not a timing assertion
 	defer cancel()
-	if err := chromedp.Run(ctx, actions...); err != nil {
+	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// into makes a step of an action that returns a value, storing the value in
+// dst, so that a run can read the page among its other steps.
+func into[T any](dst *T, a chromedp.Action[T]) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		v, err := a(ctx, t)
+		if err != nil {
+			return err
+		}
+		*dst = v
+		return nil
+	})
 }
 
 // screenshot saves the page as name.png in EDIWATCH_SCREENSHOTS, when set
@@ -79,13 +91,11 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 		return
 	}
 	var png []byte
-	run(t, tab, "screenshot "+name, chromedp.FullScreenshot(&png, 100))
+	run(t, tab, "screenshot "+name, into(&png, chromedp.FullScreenshot(100)))
 	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
-
-func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
 
 // TestBrowser drives the console in headless Chromium: a wrong token is
 // refused; a viewer sees no actions and the server refuses the viewer's
@@ -101,9 +111,9 @@ func TestBrowser(t *testing.T) {
 	tab := newBrowserTab(t)
 
 	var text string
-	run(t, tab, "wrong token", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible("#token", chromedp.ByID),
-		chromedp.SendKeys("#token", "not-the-token", chromedp.ByID), chromedp.Click("form.signin button", chromedp.ByQuery),
-		chromedp.WaitVisible("p.error", chromedp.ByQuery), chromedp.Text("p.error", &text, chromedp.ByQuery))
+	run(t, tab, "wrong token", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), "not-the-token"), chromedp.Click(chromedp.CSS("form.signin button")),
+		chromedp.WaitVisible(chromedp.CSS("p.error")), into(&text, chromedp.Text(chromedp.CSS("p.error"))))
 	if !strings.Contains(text, "Wrong token") {
 		t.Errorf("wrong token: %q", text)
 	}
@@ -114,15 +124,15 @@ func TestBrowser(t *testing.T) {
 	signInBrowser(t, tab, srv.URL, viewerToken)
 	var offered bool
 	var code int
-	run(t, tab, "viewer dlq", chromedp.Navigate(srv.URL+"/dlq"), chromedp.WaitVisible("table", chromedp.ByQuery),
-		chromedp.Evaluate(`document.querySelector('button[formaction="/dlq/replay"]') !== null`, &offered),
-		chromedp.Evaluate(fmt.Sprintf(`fetch('/dlq/replay', {method: 'POST', body: new URLSearchParams({
+	run(t, tab, "viewer dlq", chromedp.Navigate(srv.URL+"/dlq"), chromedp.WaitVisible(chromedp.CSS("table")),
+		into(&offered, chromedp.Evaluate[bool](`document.querySelector('button[formaction="/dlq/replay"]') !== null`)),
+		into(&code, chromedp.Evaluate[int](fmt.Sprintf(`fetch('/dlq/replay', {method: 'POST', body: new URLSearchParams({
 			csrf: document.querySelector('input[name=csrf]').value, ids: '%s', confirm: 'yes'})}).then(r => r.status)`, id),
-			&code, awaitPromise))
+			chromedp.EvalAwaitPromise)))
 	if offered || code != http.StatusForbidden {
 		t.Errorf("viewer: actions offered %t, replay answered %d", offered, code)
 	}
-	run(t, tab, "sign out", chromedp.Click("form.signout button", chromedp.ByQuery), chromedp.WaitVisible("#token", chromedp.ByID))
+	run(t, tab, "sign out", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.ID("token")))
 
 	// An admin, signed in, visits another site whose page posts a replay
 	// form to the console.
@@ -138,7 +148,7 @@ func TestBrowser(t *testing.T) {
 	}))
 	defer evil.Close()
 	run(t, tab, "cross-site post", chromedp.Navigate(strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)),
-		waitLocation("/dlq/replay"), chromedp.Text("body", &text, chromedp.ByQuery))
+		waitLocation("/dlq/replay"), into(&text, chromedp.Text(chromedp.CSS("body"))))
 	if !strings.Contains(text, "cross-site request refused") {
 		t.Errorf("cross-site post: %q", text)
 	}
@@ -155,16 +165,16 @@ func TestBrowser(t *testing.T) {
 		{"/sinks", "sinks", "table"},
 		{"/reconcile", "reconcile", "table"},
 	} {
-		run(t, tab, p.path, chromedp.Navigate(srv.URL+p.path), chromedp.WaitVisible(p.wait, chromedp.ByQuery))
+		run(t, tab, p.path, chromedp.Navigate(srv.URL+p.path), chromedp.WaitVisible(chromedp.CSS(p.wait)))
 		screenshot(t, tab, p.shot)
 	}
-	run(t, tab, "style", chromedp.Evaluate(`getComputedStyle(document.querySelector("header")).backgroundColor`, &bg))
+	run(t, tab, "style", into(&bg, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("header")).backgroundColor`)))
 	if bg != "rgb(22, 32, 43)" {
 		t.Errorf("stylesheet not applied: header background %q", bg)
 	}
-	run(t, tab, "a file", chromedp.Navigate(srv.URL+"/files"), chromedp.WaitVisible("table", chromedp.ByQuery),
-		chromedp.Click(`//a[text()="era.835"]`, chromedp.BySearch), chromedp.WaitVisible("dl.facts", chromedp.ByQuery),
-		chromedp.Text("main", &text, chromedp.ByQuery))
+	run(t, tab, "a file", chromedp.Navigate(srv.URL+"/files"), chromedp.WaitVisible(chromedp.CSS("table")),
+		chromedp.Click(chromedp.Search(`//a[text()="era.835"]`)), chromedp.WaitVisible(chromedp.CSS("dl.facts")),
+		into(&text, chromedp.Text(chromedp.CSS("main"))))
 	if !strings.Contains(text, "processed") || !strings.Contains(text, "payment.posted") {
 		t.Errorf("file page: %q", text)
 	}
@@ -173,21 +183,21 @@ func TestBrowser(t *testing.T) {
 	// Filter the dead letters by sink, select the payment's row (select
 	// all, then all but it, exercises the script), replay, confirm.
 	var checked int
-	run(t, tab, "filter", chromedp.Navigate(srv.URL+"/dlq"), chromedp.WaitVisible("form.filter", chromedp.ByQuery),
-		chromedp.SetValue(`select[name="sink"]`, "ledger", chromedp.ByQuery),
-		chromedp.Click("form.filter button", chromedp.ByQuery), waitLocation("sink=ledger"),
-		chromedp.WaitReady(`input[type="hidden"][name="sink"][value="ledger"]`, chromedp.ByQuery),
-		chromedp.WaitVisible("#select-all", chromedp.ByID),
-		chromedp.Click("#select-all", chromedp.ByID),
-		chromedp.Evaluate(`document.querySelectorAll('input[name="ids"]:checked').length`, &checked))
+	run(t, tab, "filter", chromedp.Navigate(srv.URL+"/dlq"), chromedp.WaitVisible(chromedp.CSS("form.filter")),
+		chromedp.SetValue(chromedp.CSS(`select[name="sink"]`), "ledger"),
+		chromedp.Click(chromedp.CSS("form.filter button")), waitLocation("sink=ledger"),
+		chromedp.WaitReady(chromedp.CSS(`input[type="hidden"][name="sink"][value="ledger"]`)),
+		chromedp.WaitVisible(chromedp.ID("select-all")),
+		chromedp.Click(chromedp.ID("select-all")),
+		into(&checked, chromedp.Evaluate[int](`document.querySelectorAll('input[name="ids"]:checked').length`)))
 	if checked < 2 {
 		t.Errorf("select all checked %d rows", checked)
 	}
 	screenshot(t, tab, "dlq")
-	run(t, tab, "select", chromedp.Click("#select-all", chromedp.ByID),
-		chromedp.Click(`input[name="ids"][value="`+id+`"]`, chromedp.ByQuery),
-		chromedp.Click(`button[formaction="/dlq/replay"]:not([name])`, chromedp.ByQuery), waitLocation("/dlq/replay"),
-		chromedp.WaitVisible("h1", chromedp.ByQuery), chromedp.Text("h1", &text, chromedp.ByQuery))
+	run(t, tab, "select", chromedp.Click(chromedp.ID("select-all")),
+		chromedp.Click(chromedp.CSS(`input[name="ids"][value="`+id+`"]`)),
+		chromedp.Click(chromedp.CSS(`button[formaction="/dlq/replay"]:not([name])`)), waitLocation("/dlq/replay"),
+		chromedp.WaitVisible(chromedp.CSS("h1")), into(&text, chromedp.Text(chromedp.CSS("h1"))))
 	if text != "Confirm: replay 1 dead rows" {
 		t.Fatalf("confirmation: %q", text)
 	}
@@ -195,15 +205,15 @@ func TestBrowser(t *testing.T) {
 	if got := status(t, st, pay.ID); got != outbox.StatusDead {
 		t.Fatalf("row %s before the confirmation", got)
 	}
-	run(t, tab, "confirm", chromedp.Click(`main form button[type="submit"]`, chromedp.ByQuery), waitLocation("done=replay"),
-		chromedp.WaitVisible("p.done", chromedp.ByQuery), chromedp.Text("p.done", &text, chromedp.ByQuery))
+	run(t, tab, "confirm", chromedp.Click(chromedp.CSS(`main form button[type="submit"]`)), waitLocation("done=replay"),
+		chromedp.WaitVisible(chromedp.CSS("p.done")), into(&text, chromedp.Text(chromedp.CSS("p.done"))))
 	if text != "1 rows queued for delivery again." {
 		t.Errorf("outcome: %q", text)
 	}
 	rc.accept.Store(true)
 	relayUntil(t, st, rc, func() bool { return status(t, st, pay.ID) == outbox.StatusDelivered })
-	run(t, tab, "row", chromedp.Navigate(srv.URL+"/dlq/"+id), chromedp.WaitVisible("dl.facts", chromedp.ByQuery),
-		chromedp.Text("dl.facts", &text, chromedp.ByQuery))
+	run(t, tab, "row", chromedp.Navigate(srv.URL+"/dlq/"+id), chromedp.WaitVisible(chromedp.CSS("dl.facts")),
+		into(&text, chromedp.Text(chromedp.CSS("dl.facts"))))
 	if !strings.Contains(text, "delivered") {
 		t.Errorf("row page after the replay: %q", text)
 	}
@@ -215,12 +225,12 @@ func TestBrowser(t *testing.T) {
 
 // waitLocation waits until the tab's location holds substr, through the
 // navigation a form submission starts.
-func waitLocation(substr string) chromedp.Action {
-	return chromedp.ActionFunc(func(ctx context.Context) error {
+func waitLocation(substr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		for {
-			var loc string
-			if err := chromedp.Location(&loc).Do(ctx); err == nil && strings.Contains(loc, substr) {
-				return chromedp.WaitReady("body", chromedp.ByQuery).Do(ctx)
+			if loc, err := chromedp.Location()(ctx, t); err == nil && strings.Contains(loc, substr) {
+				_, err := chromedp.WaitReady(chromedp.CSS("body"))(ctx, t)
+				return err
 			}
 			select {
 			case <-ctx.Done():
@@ -234,7 +244,7 @@ func waitLocation(substr string) chromedp.Action {
 // signInBrowser signs the tab in with token.
 func signInBrowser(t *testing.T, tab context.Context, base, token string) {
 	t.Helper()
-	run(t, tab, "sign in", chromedp.Navigate(base+"/signin"), chromedp.WaitVisible("#token", chromedp.ByID),
-		chromedp.SendKeys("#token", token, chromedp.ByID), chromedp.Click("form.signin button", chromedp.ByQuery),
-		chromedp.WaitVisible("section.cards", chromedp.ByQuery))
+	run(t, tab, "sign in", chromedp.Navigate(base+"/signin"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.CSS("form.signin button")),
+		chromedp.WaitVisible(chromedp.CSS("section.cards")))
 }

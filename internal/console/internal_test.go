@@ -1,8 +1,12 @@
 package console
 
 import (
+	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
 )
 
 // TestKeysThatMayNameAPatientAreDigested: envelope keys and
@@ -20,5 +24,24 @@ func TestKeysThatMayNameAPatientAreDigested(t *testing.T) {
 		if !strings.HasPrefix(got, tc.want) || strings.Contains(got, "PCN0042") {
 			t.Errorf("%s %s: %s", tc.kind, tc.key, got)
 		}
+	}
+}
+
+// TestRateLimitMapStaysBounded: addresses still spending their budget
+// are not evicted, and once the map is full new addresses share one
+// overflow budget instead of growing it without bound (an IPv6 client
+// has addresses to spare).
+func TestRateLimitMapStaysBounded(t *testing.T) {
+	c, err := New(Config{ViewerToken: "v", AdminToken: "a"}, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxLimiters + 500 {
+		r := httptest.NewRequest("POST", "/signin", nil)
+		r.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255)
+		c.allowAttempt(r)
+	}
+	if n := len(c.limiters); n > maxLimiters+1 {
+		t.Errorf("%d limiters, want at most %d", n, maxLimiters+1)
 	}
 }

@@ -26,9 +26,6 @@ import (
 // rows are not bounded by it.
 const listLimit = 500
 
-// countLimit bounds the rows a confirmation counts.
-const countLimit = 100000
-
 // page is what every template gets.
 type page struct {
 	Title string
@@ -340,12 +337,19 @@ func (c *Console) dlqAct(w http.ResponseWriter, r *http.Request) {
 	}
 	caller := whoOf(r)
 	if caller.csrf != "" && r.PostFormValue("confirm") != "yes" {
-		rows, err := c.st.ListDead(r.Context(), f, countLimit)
+		// The count is the store's; only the rows listed are read (each
+		// with its payload), never every row "all matching" selects.
+		count, err := c.st.CountDead(r.Context(), f)
 		if err != nil {
 			c.fail(w, err)
 			return
 		}
-		data := confirmData{Verb: verb, Action: "/dlq/" + verb, Filter: shown, All: all, Count: len(rows)}
+		rows, err := c.st.ListDead(r.Context(), f, listLimit+1)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		data := confirmData{Verb: verb, Action: "/dlq/" + verb, Filter: shown, All: all, Count: count}
 		for _, id := range f.IDs {
 			data.IDs += strconv.FormatInt(id, 10) + ","
 		}

@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +14,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/console"
+	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 )
 
 // TestBearerGuessingStopsPastTheBudget: once an address has spent its
@@ -82,3 +87,45 @@ func TestSignInBudgetCoversAnIPv6Prefix(t *testing.T) {
 }
 
 func nopLog() *zap.Logger { return zap.NewNop() }
+
+// limitRecorder is a store that remembers the largest limit a listing of
+// dead rows asked for.
+type limitRecorder struct {
+	store.Store
+	max atomic.Int64
+}
+
+func (l *limitRecorder) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
+	if int64(limit) > l.max.Load() {
+		l.max.Store(int64(limit))
+	}
+	return l.Store.ListDead(ctx, f, limit)
+}
+
+// TestConfirmationReadsOnlyTheRowsItLists: confirming "all matching"
+// counts the rows in the store and reads only the ones it lists: rows
+// carry their payloads and receivers' responses, and a dead-letter queue
+// after an outage can hold hundreds of thousands, which must not all be
+// loaded into the daemon's memory for one page. The count stays exact.
+func TestConfirmationReadsOnlyTheRowsItLists(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		_, rows := deadLetters(t, st)
+		rec := &limitRecorder{Store: st}
+		srv := serve(t, rec, nil)
+		b := newBrowser(t, srv)
+		b.signIn(adminToken)
+		resp, body := b.do("POST", "/dlq/discard", url.Values{"csrf": {b.csrf}, "all": {"true"}}, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("confirmation: %s", resp.Status)
+		}
+		if want := fmt.Sprintf("Confirm: discard %d dead rows", len(rows)); !strings.Contains(body, want) {
+			t.Errorf("confirmation lacks %q", want)
+		}
+		if got := rec.max.Load(); got > 501 {
+			t.Errorf("the confirmation read up to %d rows, more than it lists", got)
+		}
+		if n, err := st.CountDead(context.Background(), outbox.DeadFilter{Kind: "claim.received"}); err != nil || n == 0 || n >= len(rows) {
+			t.Errorf("count of claim rows: %d %v (of %d)", n, err, len(rows))
+		}
+	})
+}

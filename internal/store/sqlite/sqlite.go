@@ -982,6 +982,14 @@ func (s *Store) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([
 	return collect(rows)
 }
 
+// CountDead implements outbox.Store.
+func (s *Store) CountDead(ctx context.Context, f outbox.DeadFilter) (int, error) {
+	where, args := deadWhere(f, nil)
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE `+where, args...).Scan(&n)
+	return n, err
+}
+
 // deadWhere returns the condition selecting the dead rows f selects, and
 // args with its parameters appended.
 func deadWhere(f outbox.DeadFilter, args []any) (string, []any) {

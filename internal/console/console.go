@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -147,14 +148,22 @@ func CheckListen(addr string, tls, allowInsecure bool) error {
 	if tls || allowInsecure {
 		return nil
 	}
-	if strings.EqualFold(host, "localhost") {
-		return nil
-	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
+	// localhost is loopback only if every address it names is: a hosts
+	// file or resolver can point it elsewhere.
+	if strings.EqualFold(host, "localhost") {
+		if ips, err := lookupIP(host); err == nil && len(ips) > 0 &&
+			!slices.ContainsFunc(ips, func(ip net.IP) bool { return !ip.IsLoopback() }) {
+			return nil
+		}
+	}
 	return fmt.Errorf("console.listen: %q is not a loopback address: set console.tls_cert_file and console.tls_key_file, or console.allow_insecure: true", addr)
 }
+
+// lookupIP resolves a host name for CheckListen; tests replace it.
+var lookupIP = net.LookupIP
 
 func (c *Console) routes() {
 	m := http.NewServeMux()

@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -43,5 +44,21 @@ func TestRateLimitMapStaysBounded(t *testing.T) {
 	}
 	if n := len(c.limiters); n > maxLimiters+1 {
 		t.Errorf("%d limiters, want at most %d", n, maxLimiters+1)
+	}
+}
+
+// TestLocalhostNamingAnotherMachineIsRefused: "localhost" passes as
+// loopback only when every address it resolves to is loopback; a hosts
+// file or resolver pointing it at a routable address would otherwise
+// serve tokens in clear on the network.
+func TestLocalhostNamingAnotherMachineIsRefused(t *testing.T) {
+	defer func(old func(string) ([]net.IP, error)) { lookupIP = old }(lookupIP)
+	lookupIP = func(string) ([]net.IP, error) { return []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("192.0.2.7")}, nil }
+	if err := CheckListen("localhost:9465", false, false); err == nil {
+		t.Error("localhost resolving to 192.0.2.7 accepted")
+	}
+	lookupIP = func(string) ([]net.IP, error) { return []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}, nil }
+	if err := CheckListen("LocalHost:9465", false, false); err != nil {
+		t.Errorf("loopback localhost: %v", err)
 	}
 }

@@ -53,7 +53,9 @@ func TestRateLimitMapStaysBounded(t *testing.T) {
 // serve tokens in clear on the network.
 func TestLocalhostNamingAnotherMachineIsRefused(t *testing.T) {
 	defer func(old func(string) ([]net.IP, error)) { lookupIP = old }(lookupIP)
-	lookupIP = func(string) ([]net.IP, error) { return []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("192.0.2.7")}, nil }
+	lookupIP = func(string) ([]net.IP, error) {
+		return []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("192.0.2.7")}, nil
+	}
 	if err := CheckListen("localhost:9465", false, false); err == nil {
 		t.Error("localhost resolving to 192.0.2.7 accepted")
 	}

@@ -306,6 +306,9 @@ type confirmData struct {
 	Count     int
 	Rows      []deadRow
 	Truncated bool
+	// Cancel links back to the dead-letter page with its filter (built
+	// from url.Values.Encode, so safe as a URL).
+	Cancel template.URL
 }
 
 // dlqAct replays or discards the selected dead rows (ids=…, or all=true
@@ -337,6 +340,13 @@ func (c *Console) dlqAct(w http.ResponseWriter, r *http.Request) {
 	}
 	caller := whoOf(r)
 	if caller.csrf != "" && r.PostFormValue("confirm") != "yes" {
+		// The confirmation's form pins the filter's end at now, so rows
+		// dead-lettered after it are not swept into the action confirmed
+		// for the rows it counted. Cancel goes back to the page's filter.
+		cancel := template.URL("/dlq?" + shown.Query())
+		if f.Until.IsZero() {
+			f.Until, shown.Until = now, now.UTC().Format(time.RFC3339Nano)
+		}
 		// The count is the store's; only the rows listed are read (each
 		// with its payload), never every row "all matching" selects.
 		count, err := c.st.CountDead(r.Context(), f)
@@ -349,7 +359,7 @@ func (c *Console) dlqAct(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, err)
 			return
 		}
-		data := confirmData{Verb: verb, Action: "/dlq/" + verb, Filter: shown, All: all, Count: count}
+		data := confirmData{Verb: verb, Action: "/dlq/" + verb, Filter: shown, All: all, Count: count, Cancel: cancel}
 		for _, id := range f.IDs {
 			data.IDs += strconv.FormatInt(id, 10) + ","
 		}

@@ -1,11 +1,14 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/drivertest"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 // TestBearerGuessingStopsPastTheBudget: once an address has spent its
@@ -126,6 +130,55 @@ func TestConfirmationReadsOnlyTheRowsItLists(t *testing.T) {
 		}
 		if n, err := st.CountDead(context.Background(), outbox.DeadFilter{Kind: "claim.received"}); err != nil || n == 0 || n >= len(rows) {
 			t.Errorf("count of claim rows: %d %v (of %d)", n, err, len(rows))
+		}
+	})
+}
+
+var hiddenField = regexp.MustCompile(`<input type="hidden" name="(\w+)" value="([^"]*)">`)
+
+// TestConfirmedAllMatchingActsOnTheRowsConfirmed: "all matching" asks
+// for a confirmation naming a count; rows dead-lettered after it (a
+// receiver still failing) are not swept into the action the operator
+// confirmed for fewer rows, and the page's Cancel link keeps the filter.
+func TestConfirmedAllMatchingActsOnTheRowsConfirmed(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		rc, rows := deadLetters(t, st)
+		srv := serve(t, st, nil)
+		b := newBrowser(t, srv)
+		b.signIn(adminToken)
+		resp, body := b.do("POST", "/dlq/discard", url.Values{"csrf": {b.csrf}, "all": {"true"}, "sink": {"ledger"}}, nil)
+		want := 0
+		for _, r := range rows {
+			if r.Sink == "ledger" {
+				want++
+			}
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(body, fmt.Sprintf("Confirm: discard %d dead rows", want)) {
+			t.Fatalf("confirmation: %s, want %d rows\n%s", resp.Status, want, body)
+		}
+		if !strings.Contains(body, `href="/dlq?sink=ledger"`) {
+			t.Errorf("the Cancel link loses the filter:\n%s", body)
+		}
+		form := url.Values{}
+		for _, m := range hiddenField.FindAllStringSubmatch(body, -1) {
+			form.Add(m[1], html.UnescapeString(m[2]))
+		}
+		if form.Get("confirm") != "yes" || form.Get("all") != "true" {
+			t.Fatalf("confirmation form %v", form)
+		}
+		var more bytes.Buffer
+		x12gen.Remit{Control: 21, ClaimsPerSet: 2, Trace: "LATERTRN"}.Write(&more)
+		ingest(t, st, "era2.835", more.Bytes())
+		relayUntil(t, st, rc, func() bool {
+			c, _ := st.Counts(context.Background())
+			return c.Outbox[outbox.StatusPending]+c.Outbox[outbox.StatusInflight] == 0
+		})
+		if n, _ := st.CountDead(context.Background(), outbox.DeadFilter{Sink: "ledger"}); n <= want {
+			t.Fatalf("no row dead-lettered after the confirmation (%d)", n)
+		}
+		resp, _ = b.do("POST", "/dlq/discard", form, nil)
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, fmt.Sprintf("&n=%d", want)) {
+			t.Errorf("discard: %s to %q, want n=%d (the rows confirmed)", resp.Status, loc, want)
 		}
 	})
 }

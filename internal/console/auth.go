@@ -266,6 +266,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	id, now := randomHex(32), c.cfg.Now()
 	c.mu.Lock()
+	// A browser signing in again gets a new session; the one its cookie
+	// held ends rather than living on beside it.
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		delete(c.sessions, ck.Value)
+	}
 	for k, s := range c.sessions {
 		if !now.Before(s.expires) {
 			delete(c.sessions, k)

@@ -182,3 +182,25 @@ func TestConfirmedAllMatchingActsOnTheRowsConfirmed(t *testing.T) {
 		}
 	})
 }
+
+// TestSigningInAgainEndsTheEarlierSession: a browser that signs in again
+// (a viewer switching to the admin token) gets a new session and the
+// one its cookie held ends, so the earlier id replayed is refused.
+func TestSigningInAgainEndsTheEarlierSession(t *testing.T) {
+	srv := serve(t, memStore(t), nil)
+	b := newBrowser(t, srv)
+	b.signIn(viewerToken)
+	u, _ := url.Parse(srv.URL)
+	old := b.c.Jar.Cookies(u)
+	if len(old) != 1 {
+		t.Fatalf("cookies %v", old)
+	}
+	b.signIn(adminToken)
+	if now := b.c.Jar.Cookies(u); len(now) != 1 || now[0].Value == old[0].Value {
+		t.Fatalf("no new session id: %v", now)
+	}
+	b.c.Jar.SetCookies(u, old)
+	if resp, _ := b.do("GET", "/", nil, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the earlier session replayed: %s", resp.Status)
+	}
+}

@@ -41,6 +41,7 @@ var staticFS embed.FS
 // Store is what the console reads and changes; store.Store provides it.
 type Store interface {
 	ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error)
+	ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error)
 	CountDead(ctx context.Context, f outbox.DeadFilter) (int, error)
 	GetOutbox(ctx context.Context, id int64) (outbox.Row, error)
 	Replay(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error)

@@ -241,7 +241,7 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "dlq", data)
 		return
 	}
-	rows, err := c.st.ListDead(r.Context(), f, listLimit+1)
+	rows, err := c.st.ListDeadBrief(r.Context(), f, listLimit+1)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -354,7 +354,7 @@ func (c *Console) dlqAct(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, err)
 			return
 		}
-		rows, err := c.st.ListDead(r.Context(), f, listLimit+1)
+		rows, err := c.st.ListDeadBrief(r.Context(), f, listLimit+1)
 		if err != nil {
 			c.fail(w, err)
 			return

@@ -96,14 +96,25 @@ func nopLog() *zap.Logger { return zap.NewNop() }
 // dead rows asked for.
 type limitRecorder struct {
 	store.Store
-	max atomic.Int64
+	max  atomic.Int64
+	full atomic.Int64 // listings with payloads and responses
 }
 
 func (l *limitRecorder) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
+	l.record(limit)
+	l.full.Add(1)
+	return l.Store.ListDead(ctx, f, limit)
+}
+
+func (l *limitRecorder) ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
+	l.record(limit)
+	return l.Store.ListDeadBrief(ctx, f, limit)
+}
+
+func (l *limitRecorder) record(limit int) {
 	if int64(limit) > l.max.Load() {
 		l.max.Store(int64(limit))
 	}
-	return l.Store.ListDead(ctx, f, limit)
 }
 
 // TestConfirmationReadsOnlyTheRowsItLists: confirming "all matching"
@@ -203,4 +214,37 @@ func TestSigningInAgainEndsTheEarlierSession(t *testing.T) {
 	if resp, _ := b.do("GET", "/", nil, nil); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("the earlier session replayed: %s", resp.Status)
 	}
+}
+
+// TestDeadLetterListingsReadNoPayloads: the dead-letter page and the
+// confirmation list up to 501 rows and show neither payloads nor
+// responses, so they read neither: a payment's payload can run to
+// megabytes, and 501 of them would be loaded for one page view.
+func TestDeadLetterListingsReadNoPayloads(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		_, rows := deadLetters(t, st)
+		rec := &limitRecorder{Store: st}
+		srv := serve(t, rec, nil)
+		b := newBrowser(t, srv)
+		b.signIn(adminToken)
+		if resp, body := b.do("GET", "/dlq", nil, nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`href="/dlq/%d"`, rows[0].ID)) {
+			t.Fatalf("dlq: %s", resp.Status)
+		}
+		if resp, _ := b.do("POST", "/dlq/replay", url.Values{"csrf": {b.csrf}, "all": {"true"}}, nil); resp.StatusCode != http.StatusOK {
+			t.Fatalf("confirmation: %s", resp.Status)
+		}
+		if n := rec.full.Load(); n != 0 {
+			t.Errorf("%d listings read every row's payload and response", n)
+		}
+		brief, err := st.ListDeadBrief(context.Background(), outbox.DeadFilter{}, 100)
+		if err != nil || len(brief) != len(rows) {
+			t.Fatalf("brief %d rows, %v; want %d", len(brief), err, len(rows))
+		}
+		for i, r := range brief {
+			if len(r.Payload) != 0 || r.LastResponse != "" || r.ID != rows[i].ID || r.EffectKey != rows[i].EffectKey ||
+				r.LastError != rows[i].LastError || !r.UpdatedAt.Equal(rows[i].UpdatedAt) {
+				t.Errorf("brief row %+v, full %+v", r, rows[i])
+			}
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -505,12 +506,17 @@ func (c *Console) sinkAct(w http.ResponseWriter, r *http.Request) {
 	if verb == "enable" {
 		changed, err = c.st.EnableSink(r.Context(), name, now)
 	} else {
-		reason := strings.TrimSpace(r.PostFormValue("reason"))
+		reason := strings.ToValidUTF8(strings.TrimSpace(r.PostFormValue("reason")), "\uFFFD")
 		if reason == "" {
 			reason = "disabled in the console"
 		}
 		if len(reason) > maxReason {
-			reason = reason[:maxReason]
+			// Cut on a character boundary: the store keeps UTF-8.
+			n := maxReason
+			for n > 0 && !utf8.RuneStart(reason[n]) {
+				n--
+			}
+			reason = reason[:n]
 		}
 		changed, err = c.st.DisableSink(r.Context(), name, reason, "console "+caller.role.String(), now, now)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -245,6 +246,27 @@ func TestDeadLetterListingsReadNoPayloads(t *testing.T) {
 				r.LastError != rows[i].LastError || !r.UpdatedAt.Equal(rows[i].UpdatedAt) {
 				t.Errorf("brief row %+v, full %+v", r, rows[i])
 			}
+		}
+	})
+}
+
+// TestALongDisableReasonIsCutOnACharacter: a reason over 200 bytes is
+// cut to at most 200 on a character boundary, not inside one (PostgreSQL
+// refuses invalid UTF-8, and the disable would fail).
+func TestALongDisableReasonIsCutOnACharacter(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		srv := serve(t, st, nil)
+		reason := strings.Repeat("a", 199) + "é and more"
+		resp, body := bearer(t, srv, "POST", "/sinks/ledger/disable", adminToken, url.Values{"reason": {reason}})
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("disable: %s %s", resp.Status, body)
+		}
+		states, err := st.SinkStates(context.Background())
+		if err != nil || len(states) != 1 {
+			t.Fatalf("states %v %v", states, err)
+		}
+		if got := states[0].Reason; !utf8.ValidString(got) || len(got) > 200 || !strings.HasPrefix(got, strings.Repeat("a", 199)) {
+			t.Errorf("reason %q", got)
 		}
 	})
 }

@@ -169,7 +169,15 @@ var lookupIP = net.LookupIP
 func (c *Console) routes() {
 	m := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	// Files only, no directory listing: /static/ needs no session.
+	m.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
 	m.HandleFunc("GET /signin", c.signInPage)
 	m.HandleFunc("POST /signin", c.signIn)
 	m.Handle("POST /signout", c.auth(roleViewer, c.signOut))

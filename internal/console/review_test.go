@@ -270,3 +270,21 @@ func TestALongDisableReasonIsCutOnACharacter(t *testing.T) {
 		}
 	})
 }
+
+// TestStaticServesFilesNotListings: /static/ is served without a
+// session, so it serves the stylesheet and the script and nothing else:
+// no directory listing.
+func TestStaticServesFilesNotListings(t *testing.T) {
+	srv := serve(t, memStore(t), nil)
+	b := newBrowser(t, srv)
+	for _, p := range []string{"/static/", "/static/.", "/static//"} {
+		if resp, body := b.do("GET", p, nil, nil); resp.StatusCode == http.StatusOK || strings.Contains(body, "console.js") {
+			t.Errorf("GET %s: %s\n%s", p, resp.Status, body)
+		}
+	}
+	for _, p := range []string{"/static/console.css", "/static/console.js"} {
+		if resp, _ := b.do("GET", p, nil, nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s", p, resp.Status)
+		}
+	}
+}

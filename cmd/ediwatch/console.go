@@ -62,6 +62,11 @@ func newConsole(cfg config.Config, st store.Store, breakers func() map[string]st
 	if err != nil {
 		return nil, fmt.Errorf("console.listen: %w", err)
 	}
+	// The address bound, whatever a name resolved to, must pass too.
+	if err := console.CheckListen(ln.Addr().String(), cc.TLS(), cc.AllowInsecure); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	return &consoleServer{srv: newHTTPServer(h), ln: ln, cert: cc.TLSCertFile, key: cc.TLSKeyFile}, nil
 }
 

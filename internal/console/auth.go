@@ -91,8 +91,7 @@ func (c *Console) roleOf(token string) role {
 	return roleNone
 }
 
-// remoteHost is the rate limit's key: the connection's address, never a
-// header a client sets.
+// remoteHost is the connection's address, never a header a client sets.
 func remoteHost(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -101,27 +100,82 @@ func remoteHost(r *http.Request) string {
 	return host
 }
 
+// limitKey is the rate limit's key for r: its remote address, or for
+// IPv6 the address's /64, which one client holds whole (rotating the low
+// bits must not buy fresh attempts).
+func limitKey(r *http.Request) string {
+	host := remoteHost(r)
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() != nil {
+		return host
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+}
+
+// overflowKey is the one budget addresses share once the limiter map is
+// full of addresses still spending theirs.
+const overflowKey = "overflow"
+
+// limiterOf returns key's limiter, creating it when create; c.mu is held.
+// The map stays bounded: when full, idle entries go, and when none is
+// idle a new address shares the overflow budget.
+func (c *Console) limiterOf(key string, now time.Time, create bool) *limiter {
+	if l, ok := c.limiters[key]; ok {
+		return l
+	}
+	if !create {
+		return nil
+	}
+	if len(c.limiters) >= maxLimiters {
+		for k, v := range c.limiters {
+			if v.lim.TokensAt(now) >= float64(c.cfg.SignInBurst) {
+				delete(c.limiters, k)
+			}
+		}
+		if len(c.limiters) >= maxLimiters {
+			key = overflowKey
+			if l, ok := c.limiters[key]; ok {
+				return l
+			}
+		}
+	}
+	l := &limiter{lim: rate.NewLimiter(c.cfg.SignInRate, c.cfg.SignInBurst)}
+	c.limiters[key] = l
+	return l
+}
+
 // allowAttempt takes one sign-in attempt from r's remote address's
 // budget, reporting whether any was left.
 func (c *Console) allowAttempt(r *http.Request) bool {
 	now := c.cfg.Now()
-	host := remoteHost(r)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l, ok := c.limiters[host]
-	if !ok {
-		if len(c.limiters) >= maxLimiters {
-			for k, v := range c.limiters {
-				if v.lim.TokensAt(now) >= float64(c.cfg.SignInBurst) {
-					delete(c.limiters, k)
-				}
-			}
-		}
-		l = &limiter{lim: rate.NewLimiter(c.cfg.SignInRate, c.cfg.SignInBurst)}
-		c.limiters[host] = l
-	}
+	l := c.limiterOf(limitKey(r), now, true)
 	l.seen = now
 	return l.lim.AllowN(now, 1)
+}
+
+// allowBearer decides a bearer request against r's address's budget:
+// with none left it is refused whether its token is right or wrong (else
+// the limit would tell a guesser which guess was right); a wrong token
+// spends one attempt, a right one nothing. Checking and spending under
+// one lock keeps parallel guesses within the budget.
+func (c *Console) allowBearer(r *http.Request, wrong bool) bool {
+	now := c.cfg.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.limiterOf(limitKey(r), now, wrong)
+	if l == nil {
+		return true
+	}
+	if l.lim.TokensAt(now) < 1 {
+		return false
+	}
+	if wrong {
+		l.seen = now
+		l.lim.AllowN(now, 1)
+	}
+	return true
 }
 
 // authenticate returns the caller of r: a bearer token when the request
@@ -159,11 +213,11 @@ func (c *Console) authenticate(r *http.Request) (w who, ok bool) {
 func (c *Console) auth(need role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		caller, ok := c.authenticate(r)
+		if r.Header.Get("Authorization") != "" && !c.allowBearer(r, !ok) {
+			http.Error(w, "too many attempts; wait a minute", http.StatusTooManyRequests)
+			return
+		}
 		if !ok {
-			if !c.allowAttempt(r) {
-				http.Error(w, "too many attempts; wait a minute", http.StatusTooManyRequests)
-				return
-			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ediwatch console"`)
 			http.Error(w, "wrong token", http.StatusUnauthorized)
 			return
@@ -212,6 +266,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	id, now := randomHex(32), c.cfg.Now()
 	c.mu.Lock()
+	// A browser signing in again gets a new session; the one its cookie
+	// held ends rather than living on beside it.
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		delete(c.sessions, ck.Value)
+	}
 	for k, s := range c.sessions {
 		if !now.Before(s.expires) {
 			delete(c.sessions, k)

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,8 @@ var staticFS embed.FS
 // Store is what the console reads and changes; store.Store provides it.
 type Store interface {
 	ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error)
+	ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error)
+	CountDead(ctx context.Context, f outbox.DeadFilter) (int, error)
 	GetOutbox(ctx context.Context, id int64) (outbox.Row, error)
 	Replay(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error)
 	Discard(ctx context.Context, f outbox.DeadFilter, now time.Time) (int, error)
@@ -146,19 +149,35 @@ func CheckListen(addr string, tls, allowInsecure bool) error {
 	if tls || allowInsecure {
 		return nil
 	}
-	if strings.EqualFold(host, "localhost") {
-		return nil
-	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
+	}
+	// localhost is loopback only if every address it names is: a hosts
+	// file or resolver can point it elsewhere.
+	if strings.EqualFold(host, "localhost") {
+		if ips, err := lookupIP(host); err == nil && len(ips) > 0 &&
+			!slices.ContainsFunc(ips, func(ip net.IP) bool { return !ip.IsLoopback() }) {
+			return nil
+		}
 	}
 	return fmt.Errorf("console.listen: %q is not a loopback address: set console.tls_cert_file and console.tls_key_file, or console.allow_insecure: true", addr)
 }
 
+// lookupIP resolves a host name for CheckListen; tests replace it.
+var lookupIP = net.LookupIP
+
 func (c *Console) routes() {
 	m := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	// Files only, no directory listing: /static/ needs no session.
+	m.Handle("GET /static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	}))
 	m.HandleFunc("GET /signin", c.signInPage)
 	m.HandleFunc("POST /signin", c.signIn)
 	m.Handle("POST /signout", c.auth(roleViewer, c.signOut))

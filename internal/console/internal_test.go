@@ -1,8 +1,13 @@
 package console
 
 import (
+	"fmt"
+	"net"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap"
 )
 
 // TestKeysThatMayNameAPatientAreDigested: envelope keys and
@@ -20,5 +25,42 @@ func TestKeysThatMayNameAPatientAreDigested(t *testing.T) {
 		if !strings.HasPrefix(got, tc.want) || strings.Contains(got, "PCN0042") {
 			t.Errorf("%s %s: %s", tc.kind, tc.key, got)
 		}
+	}
+}
+
+// TestRateLimitMapStaysBounded: addresses still spending their budget
+// are not evicted, and once the map is full new addresses share one
+// overflow budget instead of growing it without bound (an IPv6 client
+// has addresses to spare).
+func TestRateLimitMapStaysBounded(t *testing.T) {
+	c, err := New(Config{ViewerToken: "v", AdminToken: "a"}, nil, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxLimiters + 500 {
+		r := httptest.NewRequest("POST", "/signin", nil)
+		r.RemoteAddr = fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255)
+		c.allowAttempt(r)
+	}
+	if n := len(c.limiters); n > maxLimiters+1 {
+		t.Errorf("%d limiters, want at most %d", n, maxLimiters+1)
+	}
+}
+
+// TestLocalhostNamingAnotherMachineIsRefused: "localhost" passes as
+// loopback only when every address it resolves to is loopback; a hosts
+// file or resolver pointing it at a routable address would otherwise
+// serve tokens in clear on the network.
+func TestLocalhostNamingAnotherMachineIsRefused(t *testing.T) {
+	defer func(old func(string) ([]net.IP, error)) { lookupIP = old }(lookupIP)
+	lookupIP = func(string) ([]net.IP, error) {
+		return []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("192.0.2.7")}, nil
+	}
+	if err := CheckListen("localhost:9465", false, false); err == nil {
+		t.Error("localhost resolving to 192.0.2.7 accepted")
+	}
+	lookupIP = func(string) ([]net.IP, error) { return []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")}, nil }
+	if err := CheckListen("LocalHost:9465", false, false); err != nil {
+		t.Errorf("loopback localhost: %v", err)
 	}
 }

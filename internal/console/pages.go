@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -25,9 +26,6 @@ import (
 // listLimit bounds the rows a listing shows; actions on "all matching"
 // rows are not bounded by it.
 const listLimit = 500
-
-// countLimit bounds the rows a confirmation counts.
-const countLimit = 100000
 
 // page is what every template gets.
 type page struct {
@@ -244,7 +242,7 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "dlq", data)
 		return
 	}
-	rows, err := c.st.ListDead(r.Context(), f, listLimit+1)
+	rows, err := c.st.ListDeadBrief(r.Context(), f, listLimit+1)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -309,6 +307,9 @@ type confirmData struct {
 	Count     int
 	Rows      []deadRow
 	Truncated bool
+	// Cancel links back to the dead-letter page with its filter (built
+	// from url.Values.Encode, so safe as a URL).
+	Cancel template.URL
 }
 
 // dlqAct replays or discards the selected dead rows (ids=…, or all=true
@@ -340,12 +341,26 @@ func (c *Console) dlqAct(w http.ResponseWriter, r *http.Request) {
 	}
 	caller := whoOf(r)
 	if caller.csrf != "" && r.PostFormValue("confirm") != "yes" {
-		rows, err := c.st.ListDead(r.Context(), f, countLimit)
+		// The confirmation's form pins the filter's end at now, so rows
+		// dead-lettered after it are not swept into the action confirmed
+		// for the rows it counted. Cancel goes back to the page's filter.
+		cancel := template.URL("/dlq?" + shown.Query())
+		if f.Until.IsZero() {
+			f.Until, shown.Until = now, now.UTC().Format(time.RFC3339Nano)
+		}
+		// The count is the store's; only the rows listed are read (each
+		// with its payload), never every row "all matching" selects.
+		count, err := c.st.CountDead(r.Context(), f)
 		if err != nil {
 			c.fail(w, err)
 			return
 		}
-		data := confirmData{Verb: verb, Action: "/dlq/" + verb, Filter: shown, All: all, Count: len(rows)}
+		rows, err := c.st.ListDeadBrief(r.Context(), f, listLimit+1)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
+		data := confirmData{Verb: verb, Action: "/dlq/" + verb, Filter: shown, All: all, Count: count, Cancel: cancel}
 		for _, id := range f.IDs {
 			data.IDs += strconv.FormatInt(id, 10) + ","
 		}
@@ -491,12 +506,17 @@ func (c *Console) sinkAct(w http.ResponseWriter, r *http.Request) {
 	if verb == "enable" {
 		changed, err = c.st.EnableSink(r.Context(), name, now)
 	} else {
-		reason := strings.TrimSpace(r.PostFormValue("reason"))
+		reason := strings.ToValidUTF8(strings.TrimSpace(r.PostFormValue("reason")), "\uFFFD")
 		if reason == "" {
 			reason = "disabled in the console"
 		}
 		if len(reason) > maxReason {
-			reason = reason[:maxReason]
+			// Cut on a character boundary: the store keeps UTF-8.
+			n := maxReason
+			for n > 0 && !utf8.RuneStart(reason[n]) {
+				n--
+			}
+			reason = reason[:n]
 		}
 		changed, err = c.st.DisableSink(r.Context(), name, reason, "console "+caller.role.String(), now, now)
 	}

@@ -248,6 +248,11 @@ type Store interface {
 	ReapExpired(ctx context.Context, now time.Time) (int, error)
 	// ListDead lists the dead rows f selects, oldest first.
 	ListDead(ctx context.Context, f DeadFilter, limit int) ([]Row, error)
+	// ListDeadBrief is ListDead without each row's payload and last
+	// response (left empty), for listings that show neither.
+	ListDeadBrief(ctx context.Context, f DeadFilter, limit int) ([]Row, error)
+	// CountDead counts the dead rows f selects, reading none of them.
+	CountDead(ctx context.Context, f DeadFilter) (int, error)
 	// GetOutbox returns one row.
 	GetOutbox(ctx context.Context, id int64) (Row, error)
 	// Replay returns the dead rows f selects (every dead row for the zero

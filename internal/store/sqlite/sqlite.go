@@ -982,6 +982,28 @@ func (s *Store) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([
 	return collect(rows)
 }
 
+// briefCols are outboxCols without the payload and the last response.
+var briefCols = strings.NewReplacer("payload,", "'' AS payload,", "last_response,", "'' AS last_response,").Replace(outboxCols)
+
+// ListDeadBrief implements outbox.Store.
+func (s *Store) ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
+	where, args := deadWhere(f, nil)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+briefCols+` FROM outbox WHERE `+where+` ORDER BY id LIMIT ?`,
+		append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	return collect(rows)
+}
+
+// CountDead implements outbox.Store.
+func (s *Store) CountDead(ctx context.Context, f outbox.DeadFilter) (int, error) {
+	where, args := deadWhere(f, nil)
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE `+where, args...).Scan(&n)
+	return n, err
+}
+
 // deadWhere returns the condition selecting the dead rows f selects, and
 // args with its parameters appended.
 func deadWhere(f outbox.DeadFilter, args []any) (string, []any) {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ediwatch/ediwatch/internal/pgp"
@@ -14,8 +13,8 @@ import (
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
-// keys are made once for the package's tests: GnuPG takes a second or
-// two per key.
+// keys are a test's keys, made by GnuPG: ours, the partner's, a
+// stranger's, RSA and Curve25519.
 type keys struct {
 	g                   *gpgtest.GPG
 	usRSA, acmeRSA      gpgtest.Key
@@ -24,40 +23,15 @@ type keys struct {
 	strangerForEncrypts gpgtest.Key
 }
 
-var (
-	keysOnce sync.Once
-	shared   *keys
-)
-
 func gpgKeys(t *testing.T) *keys {
 	t.Helper()
-	keysOnce.Do(func() {
-		g := gpgtest.New(&onceTB{TB: t})
-		k := &keys{g: g}
-		k.usRSA, k.us25519 = g.GenKey("Riverside", "rsa"), g.GenKey("Riverside25519", "25519")
-		k.acmeRSA, k.acme25519 = g.GenKey("Acme", "rsa"), g.GenKey("Acme25519", "25519")
-		k.strangerForSigning = g.GenKey("Stranger", "25519")
-		k.strangerForEncrypts = k.strangerForSigning
-		shared = k
-	})
-	if shared == nil {
-		t.Fatal("gpg keys could not be made (see the first test)")
-	}
-	return shared
-}
-
-// onceTB keeps the home directory of the shared keys for the whole run:
-// TestMain removes it.
-type onceTB struct{ testing.TB }
-
-func (o *onceTB) Cleanup(func()) {}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if shared != nil {
-		shared.g.Close()
-	}
-	os.Exit(code)
+	g := gpgtest.New(t)
+	k := &keys{g: g}
+	k.usRSA, k.us25519 = g.GenKey("Riverside", "rsa"), g.GenKey("Riverside25519", "25519")
+	k.acmeRSA, k.acme25519 = g.GenKey("Acme", "rsa"), g.GenKey("Acme25519", "25519")
+	k.strangerForSigning = g.GenKey("Stranger", "25519")
+	k.strangerForEncrypts = k.strangerForSigning
+	return k
 }
 
 func remit(t *testing.T) []byte {

@@ -107,6 +107,15 @@ func TestRefusalsNameTheirReason(t *testing.T) {
 	}
 	armoredCorrupt[mid] = 'A'
 	whole := k.g.Encrypt(big, k.usRSA, &k.acmeRSA, false)
+	// Signed by the partner, not encrypted nor compressed, a byte of the
+	// content changed: the signature no longer verifies.
+	altered := k.g.Run(plain, "--compress-algo", "none", "--local-user", k.acmeRSA.Fingerprint, "--sign")
+	at := bytes.Index(altered, []byte("CLP*"))
+	if at < 0 {
+		t.Fatal("literal data not found in the signed message")
+	}
+	altered[at+5] ^= 0x01
+	lenient := decrypter(t, &k.usRSA, &k.acmeRSA, k.g.PassFile, false)
 	for _, c := range []struct {
 		name, reason string
 		msg          []byte
@@ -122,6 +131,7 @@ func TestRefusalsNameTheirReason(t *testing.T) {
 		{"signed, not encrypted, on require_encryption", pgp.ReasonNotEncrypted, k.g.Sign(plain, k.acmeRSA), d},
 		{"plaintext on require_encryption", pgp.ReasonNotEncrypted, plain, d},
 		{"corrupt without verify", pgp.ReasonCorrupt, corrupt, decrypter(t, &k.usRSA, nil, k.g.PassFile, false)},
+		{"content altered after signing", pgp.ReasonBadSignature, altered, lenient},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decrypt(c.d, c.msg)

@@ -182,7 +182,7 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, sour
 		SHA256: hex.EncodeToString(h.Sum(nil)), CorrelationID: corr, Now: time.Now().UTC()}
 	var plain io.ReadSeeker = fh
 	if dec != nil {
-		pt, _, err := dec.Spool(fh, "")
+		pt, _, err := dec.Spool(cmd.Context(), fh, "")
 		if pgp.ReasonOf(err) != "" {
 			if l, ok := opts.Store.(inbox.Ledger); ok {
 				if _, lerr := l.RecordFileProblem(cmd.Context(), info, inbox.FileRejected, "decrypt: "+err.Error()); lerr != nil {

@@ -2,6 +2,7 @@ package pgp_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -147,7 +148,7 @@ func TestDecryptMemoryDoesNotGrowWithSize(t *testing.T) {
 		}
 		var size int64
 		peak := peakHeap(func() {
-			pt, n, err := d.Spool(f, t.TempDir())
+			pt, n, err := d.Spool(context.Background(), f, t.TempDir())
 			if err != nil {
 				t.Error(err)
 				return

@@ -15,6 +15,7 @@ package pgp
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -308,8 +309,9 @@ func (e *errWriter) Write(b []byte) (int, error) {
 // else a new temporary file in dir (the system's when empty), unlinked
 // at once, holding the plaintext of f once decrypted and, as configured,
 // verified. The caller closes a returned file other than f; on error
-// there is none. f is read from its current offset.
-func (d *Decrypter) Spool(f *os.File, dir string) (*os.File, int64, error) {
+// there is none. f is read from its current offset. Cancelling ctx stops
+// the decryption with ctx's error (not a refusal).
+func (d *Decrypter) Spool(ctx context.Context, f *os.File, dir string) (*os.File, int64, error) {
 	start, err := f.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return nil, 0, fmt.Errorf("decrypt: %w", err)
@@ -345,7 +347,10 @@ func (d *Decrypter) Spool(f *os.File, dir string) (*os.File, int64, error) {
 		return nil, 0, fmt.Errorf("decrypt: spool: %w", err)
 	}
 	bw := bufio.NewWriterSize(pt, 256<<10)
-	err = d.Decrypt(bw, f)
+	err = d.Decrypt(bw, ctxReader{ctx, f})
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -361,6 +366,19 @@ func (d *Decrypter) Spool(f *os.File, dir string) (*os.File, int64, error) {
 		return nil, 0, err
 	}
 	return pt, size, nil
+}
+
+// ctxReader fails its reads once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
 }
 
 // SignFiles names our signing key's files.

@@ -2,6 +2,8 @@ package pgp_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -167,7 +169,7 @@ func TestSpoolKeepsPlaintextInAnUnlinkedFile(t *testing.T) {
 	}
 	d := decrypter(t, &k.us25519, &k.acme25519, k.g.PassFile, false)
 	enc := write("a.835", k.g.Encrypt(plain, k.us25519, &k.acme25519, true))
-	pt, n, err := d.Spool(enc, spoolDir)
+	pt, n, err := d.Spool(context.Background(), enc, spoolDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,15 +185,15 @@ func TestSpoolKeepsPlaintextInAnUnlinkedFile(t *testing.T) {
 		t.Errorf("spool dir holds %d files: the plaintext is linked", len(names))
 	}
 	clear := write("b.835", plain)
-	if f, n, err := d.Spool(clear, spoolDir); err != nil || f != clear || n != int64(len(plain)) {
+	if f, n, err := d.Spool(context.Background(), clear, spoolDir); err != nil || f != clear || n != int64(len(plain)) {
 		t.Errorf("plaintext: %v %d %v", f == clear, n, err)
 	}
 	dr := decrypter(t, &k.us25519, &k.acme25519, k.g.PassFile, true)
-	if _, _, err := dr.Spool(clear, spoolDir); pgp.ReasonOf(err) != pgp.ReasonNotEncrypted {
+	if _, _, err := dr.Spool(context.Background(), clear, spoolDir); pgp.ReasonOf(err) != pgp.ReasonNotEncrypted {
 		t.Errorf("plaintext on require_encryption: %v", err)
 	}
 	bad := write("c.835", k.g.Encrypt(plain, k.us25519, &k.strangerForSigning, false))
-	if _, _, err := d.Spool(bad, spoolDir); pgp.ReasonOf(err) != pgp.ReasonUnknownSigner {
+	if _, _, err := d.Spool(context.Background(), bad, spoolDir); pgp.ReasonOf(err) != pgp.ReasonUnknownSigner {
 		t.Errorf("stranger: %v", err)
 	}
 	if names, _ := os.ReadDir(spoolDir); len(names) != 0 {
@@ -272,5 +274,25 @@ func TestWrongPassphraseIsAConfigError(t *testing.T) {
 	_, err = pgp.NewDecrypter(pgp.DecryptFiles{PrivateKeyFile: k.usRSA.PublicFile}, false)
 	if err == nil || !strings.Contains(err.Error(), "public key only") {
 		t.Fatalf("public key as private: %v", err)
+	}
+}
+
+// TestCancelledSpoolIsNoRefusal: a decryption stopped by its context
+// (the daemon shutting down) returns the context's error, not a reason
+// that would reject the file.
+func TestCancelledSpoolIsNoRefusal(t *testing.T) {
+	k := gpgKeys(t)
+	p := filepath.Join(t.TempDir(), "a.835.gpg")
+	os.WriteFile(p, k.g.Encrypt(remit(t), k.us25519, &k.acme25519, false), 0o600)
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := decrypter(t, &k.us25519, &k.acme25519, k.g.PassFile, true)
+	if _, _, err := d.Spool(ctx, f, t.TempDir()); !errors.Is(err, context.Canceled) || pgp.ReasonOf(err) != "" {
+		t.Fatalf("err = %v (reason %q)", err, pgp.ReasonOf(err))
 	}
 }

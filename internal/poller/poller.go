@@ -728,7 +728,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 	// The plaintext: the spool itself, or the decrypted message.
 	plain, plainSize, refused := spool, n, ""
 	if p.cfg.Decrypt != nil {
-		pt, size, err := p.cfg.Decrypt.Spool(spool, p.cfg.SpoolDir)
+		pt, size, err := p.cfg.Decrypt.Spool(ctx, spool, p.cfg.SpoolDir)
 		switch refused = pgp.ReasonOf(err); {
 		case err == nil:
 			if pt != spool {
@@ -771,7 +771,11 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 		p.mu.Unlock()
 		st.Skipped++
 		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "incomplete").Inc()
-		log.Info("last interchange has no IEA; left for a later poll", zap.Duration("incomplete_grace", p.cfg.IncompleteGrace))
+		msg := "last interchange has no IEA; left for a later poll"
+		if refused != "" {
+			msg = "OpenPGP message cut off; left for a later poll"
+		}
+		log.Info(msg, zap.Duration("incomplete_grace", p.cfg.IncompleteGrace))
 		return st
 	}
 	// Size and SHA-256 are the bytes received; keys and content hashes

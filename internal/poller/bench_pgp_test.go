@@ -23,7 +23,9 @@ import (
 func BenchmarkEncryptedPeakRSS200MB(b *testing.B) {
 	e := newBenchEnv(b)
 	ctx := context.Background()
-	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA}
+	// Compression among the keys' preferences, as GnuPG's keys have it:
+	// go-crypto compresses only what the recipient accepts.
+	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, DefaultCompressionAlgo: packet.CompressionZLIB}
 	us, _ := openpgp.NewEntity("Riverside", "", "riverside@example.test", cfg)
 	partner, _ := openpgp.NewEntity("Acme", "", "acme@example.test", cfg)
 	keys := b.TempDir()

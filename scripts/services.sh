@@ -36,6 +36,8 @@ find_pg() {
 
 find_pg || { log "installing postgresql"; apt_install postgresql; find_pg; }
 [ -x /usr/sbin/sshd ] || { log "installing openssh-server"; apt_install openssh-server; }
+# gpg and gpgconf make the OpenPGP keys and messages of the decrypt tests.
+command -v gpg >/dev/null && command -v gpgconf >/dev/null || { log "installing gnupg"; apt_install gnupg; }
 # systemd-analyze lints the shipped unit (deploy/systemd); the package is
 # installed, never started.
 command -v systemd-analyze >/dev/null || { log "installing systemd"; apt_install systemd; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one command that runs every ediwatch test.
 #
-# It installs what the tests need when it is missing (Debian packages
+# It installs what the tests need when it is missing (Debian packages gnupg,
 # postgresql, openssh-server, systemd for systemd-analyze, and promtool
 # from the prometheus package),
 # starts a throwaway PostgreSQL and a throwaway OpenSSH sshd on free

@@ -17,6 +17,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/spf13/cobra"
 
 	"github.com/ediwatch/ediwatch/internal/config"
@@ -34,14 +37,15 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `demo starts an SFTP server on 127.0.0.1 serving a drop of generated 835s and
 837s, with the re-deliveries real drops see: the same 835 under three names,
 copies landing together, a regenerated 835 with new control numbers and the
-same check, a malformed 835 and a file that is not X12, and the partner's
-answers to an 837: a 999 accepting it and a 277CA rejecting one of its three
-claims. It runs the real
+same check, a malformed 835 and a file that is not X12, an 835 sent as an
+OpenPGP message (encrypted to our key, signed by the partner's, both made at
+run time), and the partner's answers to an 837: a 999 accepting it and a
+277CA rejecting one of its three claims. It runs the real
 daemon (the code of ediwatch run) on a SQLite store in a temporary directory,
 delivering to an in-process receiver that checks signatures and dedupes by
 Idempotency-Key, and uploading every acknowledgment it sends to the
 partner's SFTP inbound folder on the same server as well (an sftp sink:
-temporary name, then renamed into place), then prints what happened. Nothing to install, nothing left
+encrypted to the partner and signed, temporary name, then renamed into place), then prints what happened. Nothing to install, nothing left
 behind. --serve keeps it running with /metrics on 127.0.0.1:9464.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -141,10 +145,10 @@ func (d *demoReceiver) count(typ string) int {
 
 // demoFiles writes the drop: five payments, the first re-sent under two
 // more names, the second copied alongside itself, the third regenerated
-// under new control numbers, a malformed 835, a file that is not X12, an
-// 837 of three claims, and the partner's answers to it: a 999 accepting
+// under new control numbers, a malformed 835, a file that is not X12, a
+// sixth payment as an OpenPGP message, an 837 of three claims, and the partner's answers to it: a 999 accepting
 // it and a 277CA accepting two of its claims and rejecting the third.
-func demoFiles(drop string) (int, error) {
+func demoFiles(drop string, keys *demoKeys) (int, error) {
 	write := func(name string, b []byte) error { return os.WriteFile(filepath.Join(drop, name), b, 0o644) }
 	remit := func(ctl int, trace string) []byte {
 		var b bytes.Buffer
@@ -177,12 +181,81 @@ func demoFiles(drop string) (int, error) {
 			"AK1*HC*7001*005010X222A1", "AK2*837*0001*005010X222A1", "IK5*A", "AK9*A*1*1*1"}))},
 		{"status-7001.277", []byte(demoAnswer(9002, "HN", "005010X214", "277", demoStatuses()))},
 	}
+	// A sixth payment as the partner sends it to a source with decrypt:
+	// encrypted to our key and signed with theirs, under a name that does
+	// not say so (it is recognised by content).
+	sealed, err := keys.seal(remit(1006, "DEMO5-"))
+	if err != nil {
+		return 0, err
+	}
+	files = append(files, struct {
+		name string
+		data []byte
+	}{"era-1006.835", sealed})
 	for _, f := range files {
 		if err := write(f.name, f.data); err != nil {
 			return 0, err
 		}
 	}
 	return 5 + len(files), nil
+}
+
+// demoKeys are the demo's OpenPGP keys, made at run time with go-crypto
+// (no gpg needed): ours, which the partner encrypts to and we sign with,
+// and the partner's, which signs what it sends and receives what we send.
+type demoKeys struct {
+	us, partner *openpgp.Entity
+	// Files for the configuration: our private key, the partner's public
+	// key.
+	ourKey, partnerKey string
+}
+
+func newDemoKeys(dir string) (*demoKeys, error) {
+	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA}
+	us, err := openpgp.NewEntity("Riverside Clinic", "demo", "edi@riverside.example", cfg)
+	if err != nil {
+		return nil, err
+	}
+	partner, err := openpgp.NewEntity("Acme Health Plan", "demo", "edi@acme.example", cfg)
+	if err != nil {
+		return nil, err
+	}
+	k := &demoKeys{us: us, partner: partner, ourKey: filepath.Join(dir, "riverside.gpg"),
+		partnerKey: filepath.Join(dir, "acme.pub.gpg")}
+	var ours, theirs bytes.Buffer
+	if err := us.SerializePrivate(&ours, nil); err != nil {
+		return nil, err
+	}
+	if err := partner.Serialize(&theirs); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(k.ourKey, ours.Bytes(), 0o600); err != nil {
+		return nil, err
+	}
+	return k, os.WriteFile(k.partnerKey, theirs.Bytes(), 0o600)
+}
+
+// seal encrypts b to us, signed by the partner, ASCII-armored.
+func (k *demoKeys) seal(b []byte) ([]byte, error) {
+	var out bytes.Buffer
+	aw, err := armor.Encode(&out, "PGP MESSAGE", nil)
+	if err != nil {
+		return nil, err
+	}
+	w, err := openpgp.Encrypt(aw, openpgp.EntityList{k.us}, k.partner, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(b); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	if err := aw.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
 }
 
 // demoAnswer is one interchange from the partner (ACMEHP) to us
@@ -229,7 +302,11 @@ func runDemo(ctx context.Context, serve bool, logw io.Writer) (*demoSummary, err
 			return nil, err
 		}
 	}
-	nfiles, err := demoFiles(drop)
+	keys, err := newDemoKeys(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("demo keys: %w", err)
+	}
+	nfiles, err := demoFiles(drop, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +347,7 @@ sources:
     after: "move:%s"
     us: "ZZ:RIVERSIDE"
     them: "ZZ:ACMEHP"
+    decrypt: {private_key_file: %q, verify_key_file: %q}
 sinks:
   ledger: {url: "http://%s/remittances", secret_file: %q}
   acks: {url: "http://%s/acks"}
@@ -280,6 +358,8 @@ sinks:
     private_key_file: %q
     known_hosts_file: %q
     directory: %q
+    encrypt_to: %q
+    sign_with: {private_key_file: %q}
 routes:
   payment.posted: ledger
   claim.received: ledger
@@ -290,7 +370,8 @@ routes:
 http: {listen: %q}
 log: {level: warn}
 `, "file:"+filepath.Join(tmp, "ediwatch.db"), srv.Addr, srv.KeyFile, srv.KnownHosts, drop, archive,
-		rln.Addr(), secretFile, rln.Addr(), srv.Addr, srv.KeyFile, srv.KnownHosts, inbound, listen)), 0o600); err != nil {
+		keys.ourKey, keys.partnerKey, rln.Addr(), secretFile, rln.Addr(), srv.Addr, srv.KeyFile, srv.KnownHosts, inbound,
+		keys.partnerKey, keys.ourKey, listen)), 0o600); err != nil {
 		return nil, err
 	}
 	cfg, err := config.Load(cfgPath)
@@ -312,10 +393,10 @@ log: {level: warn}
 	case err := <-done:
 		return nil, err
 	}
-	// 5 payments, 3 claims, 8 999s and 1 TA1, 1 received 999 and 4 claim
-	// statuses (the batch's and three claims'); the 8 999s and the TA1
-	// also as files.
-	const want, wantFiles = 22, 9
+	// 6 payments (one of them sent encrypted), 3 claims, 9 999s and 1 TA1,
+	// 1 received 999 and 4 claim statuses (the batch's and three claims');
+	// the 9 999s and the TA1 also as files, encrypted to the partner.
+	const want, wantFiles = 24, 10
 	deadline := time.Now().Add(12 * time.Second)
 	var c store.Counts
 	for {
@@ -327,7 +408,7 @@ log: {level: warn}
 		got := len(rec.effects)
 		rec.mu.Unlock()
 		if c.Files["ingested"]+c.Files["rejected"] == nfiles && c.Outbox["pending"]+c.Outbox["inflight"] == 0 && got >= want &&
-			demoUploaded(inbound) >= wantFiles {
+			demoUploaded(inbound, keys) >= wantFiles {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -356,7 +437,7 @@ log: {level: warn}
 		PaymentsPosted: rec.count("ediwatch.payment.posted"), ClaimsPosted: rec.count("ediwatch.claim.received"),
 		Acks999: rec.count("ediwatch.ack.999"), AcksTA1: rec.count("ediwatch.ack.ta1"),
 		AcksReceived: rec.count("ediwatch.ack.received"), ClaimStatuses: rec.count("ediwatch.claim.status"),
-		ClaimsRejected: rec.rejected, SFTPFiles: demoUploaded(inbound),
+		ClaimsRejected: rec.rejected, SFTPFiles: demoUploaded(inbound, keys),
 		Requests: requests, BadSignatures: bad, DLQ: c.Outbox["dead"], Elapsed: time.Since(start),
 	}
 	return sum, nil
@@ -364,12 +445,25 @@ log: {level: warn}
 
 // demoUploaded counts the acknowledgments in the partner's inbound folder:
 // files in place under their final names (none left under a temporary
-// one).
-func demoUploaded(dir string) int {
+// one), each an OpenPGP message the partner's key opens to X12 and whose
+// signature is ours.
+func demoUploaded(dir string, keys *demoKeys) int {
 	es, _ := os.ReadDir(dir)
 	n := 0
 	for _, e := range es {
-		if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".x12") {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".x12") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		md, err := openpgp.ReadMessage(bytes.NewReader(b), openpgp.EntityList{keys.partner, keys.us}, nil, nil)
+		if err != nil || md.SignedBy == nil || md.SignedBy.Entity != keys.us {
+			continue
+		}
+		plain, err := io.ReadAll(md.UnverifiedBody)
+		if err == nil && md.SignatureError == nil && bytes.HasPrefix(plain, []byte("ISA")) {
 			n++
 		}
 	}

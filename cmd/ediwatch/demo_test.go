@@ -8,7 +8,7 @@ import (
 )
 
 // TestDemo runs the demo and checks every number of its summary: the same
-// payment re-delivered five ways posts once, the malformed and non-X12
+// payment re-delivered five ways posts once, an encrypted one posts, the malformed and non-X12
 // files are rejected with their acknowledgments, the partner's 999 and
 // 277CA become events, every acknowledgment sent is also a file in the
 // partner's SFTP inbound folder, nothing is dead.
@@ -21,9 +21,12 @@ func TestDemo(t *testing.T) {
 	// The partner's 999 and 277CA are sets processed into events (no 999
 	// answers either); the 8 999s and the TA1 sent also land as files in
 	// the partner's SFTP inbound folder.
-	want := demoSummary{Files: 14, Sets: 14, Processed: 8, Duplicates: 3, BusinessDuplicates: 1, Conflicts: 0,
-		Rejected: 2, PaymentsPosted: 5, ClaimsPosted: 3, Acks999: 8, AcksTA1: 1, SFTPFiles: 9, AcksReceived: 1,
-		ClaimStatuses: 4, ClaimsRejected: 1, Requests: 22, BadSignatures: 0, DLQ: 0}
+	// The sixth payment came as an OpenPGP message: decrypted, its
+	// signature verified, posted; the files sent back are encrypted to the
+	// partner and signed (demoUploaded counts only those).
+	want := demoSummary{Files: 15, Sets: 15, Processed: 9, Duplicates: 3, BusinessDuplicates: 1, Conflicts: 0,
+		Rejected: 2, PaymentsPosted: 6, ClaimsPosted: 3, Acks999: 9, AcksTA1: 1, SFTPFiles: 10, AcksReceived: 1,
+		ClaimStatuses: 4, ClaimsRejected: 1, Requests: 24, BadSignatures: 0, DLQ: 0}
 	got := *sum
 	got.Elapsed = 0
 	if got != want {
@@ -33,8 +36,8 @@ func TestDemo(t *testing.T) {
 		t.Errorf("took %s", sum.Elapsed)
 	}
 	var out bytes.Buffer
-	if err := sum.print(&out); err != nil || !strings.Contains(out.String(), "payments posted (one per real payment)             5") ||
-		!strings.Contains(out.String(), "uploaded to the partner's SFTP /inbound          9") {
+	if err := sum.print(&out); err != nil || !strings.Contains(out.String(), "payments posted (one per real payment)             6") ||
+		!strings.Contains(out.String(), "uploaded to the partner's SFTP /inbound          10") {
 		t.Errorf("printed:\n%s", out.String())
 	}
 	// The demo's files hold invented patients; none reaches the logs.

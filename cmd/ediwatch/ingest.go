@@ -18,6 +18,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/config"
 	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/pgp"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12/ack"
 )
@@ -37,7 +38,8 @@ original.
 
 Files are recorded in the listing ledger under the source --source (default
 "manual"); when a configured source has that name, its acknowledgment ids
-(us, them) apply. Directories are walked recursively.`,
+(us, them) and its decrypt settings apply: OpenPGP messages are decrypted
+and verified as the poller does, a refused one recorded as rejected. Directories are walked recursively.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			defer lowerGCPercent()()
@@ -53,6 +55,14 @@ Files are recorded in the listing ledger under the source --source (default
 			defer s.Close()
 			opts := inbox.Options{Store: s, Routes: cfg.RoutesFor(source), Ack: ackOptions(cfg, source),
 				Timeout: cfg.Store.IngestTimeout.D()}
+			var dec *pgp.Decrypter
+			for _, sc := range cfg.Sources {
+				if sc.Name == source {
+					if dec, err = buildDecrypter(sc); err != nil {
+						return fmt.Errorf("sources %s: %w", sc.Name, err)
+					}
+				}
+			}
 			var files []string
 			for _, arg := range args {
 				found, err := listFiles(arg)
@@ -67,7 +77,7 @@ Files are recorded in the listing ledger under the source --source (default
 			enc := json.NewEncoder(out)
 			failed := 0
 			for _, path := range files {
-				res, corr, err := ingestPath(cmd, opts, source, path)
+				res, corr, err := ingestPath(cmd, opts, dec, source, path)
 				if err != nil {
 					failed++
 					fmt.Fprintf(stderr, "%s: %v\n", path, err)
@@ -145,7 +155,11 @@ func listFiles(arg string) ([]string, error) {
 	return out, err
 }
 
-func ingestPath(cmd *cobra.Command, opts inbox.Options, source, path string) (*inbox.Report, string, error) {
+// ingestPath ingests the file at path. With dec, an OpenPGP message is
+// decrypted (and verified) into an unlinked temporary file first, and its
+// plaintext ingested; a message refused is recorded in the ledger as
+// rejected with its reason, and returned as an error.
+func ingestPath(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, source, path string) (*inbox.Report, string, error) {
 	fh, err := openRegular(path)
 	if err != nil {
 		return nil, "", err
@@ -164,9 +178,28 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, source, path string) (*i
 	}
 	abs, _ := filepath.Abs(path)
 	corr := store.NewCorrelationID()
-	res, err := inbox.Ingest(cmd.Context(), opts, inbox.FileInfo{Source: source, Path: abs, Size: st.Size(),
-		MTime: st.ModTime().UTC(), SHA256: hex.EncodeToString(h.Sum(nil)), CorrelationID: corr,
-		Now: time.Now().UTC()}, fh)
+	info := inbox.FileInfo{Source: source, Path: abs, Size: st.Size(), MTime: st.ModTime().UTC(),
+		SHA256: hex.EncodeToString(h.Sum(nil)), CorrelationID: corr, Now: time.Now().UTC()}
+	var plain io.ReadSeeker = fh
+	if dec != nil {
+		pt, _, err := dec.Spool(cmd.Context(), fh, "")
+		if pgp.ReasonOf(err) != "" {
+			if l, ok := opts.Store.(inbox.Ledger); ok {
+				if _, lerr := l.RecordFileProblem(cmd.Context(), info, inbox.FileRejected, "decrypt: "+err.Error()); lerr != nil {
+					return nil, "", fmt.Errorf("rejected (%w), and not recorded: %w", err, lerr)
+				}
+			}
+			return nil, "", fmt.Errorf("rejected: %w", err)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		if pt != fh {
+			defer pt.Close()
+		}
+		plain = pt
+	}
+	res, err := inbox.Ingest(cmd.Context(), opts, info, plain)
 	return res, corr, err
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/pgp"
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/poller/local"
 	"github.com/ediwatch/ediwatch/internal/poller/sftp"
@@ -148,11 +149,20 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			return fmt.Errorf("sources %s: %w", sc.Name, err)
 		}
 		defer src.Close()
+		dec, err := buildDecrypter(sc)
+		if err != nil {
+			return fmt.Errorf("sources %s: %w", sc.Name, err)
+		}
+		if dec != nil {
+			for _, r := range pgp.Reasons() {
+				m.FilesDecryptFailed.WithLabelValues(sc.Name, r)
+			}
+		}
 		d.pollers = append(d.pollers, poller.New(poller.Config{Name: sc.Name, Directories: sc.Directories,
 			Include: sc.Include, Exclude: sc.Exclude, PollInterval: sc.PollInterval.D(), StableFor: sc.StableFor.D(),
 			After: sc.After, MaxFilesPerPoll: sc.MaxFilesPerPoll, MaxFileSize: sc.MaxFileSize,
 			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads, MinAge: sc.MinAge.D(), DoneMarker: sc.DoneMarker,
-			IncompleteGrace: incompleteGrace(sc.IncompleteGrace.D()), Holder: holder}, src,
+			IncompleteGrace: incompleteGrace(sc.IncompleteGrace.D()), Holder: holder, Decrypt: dec}, src,
 			progressStore{Store: st, p: readyz.loop("poll loop "+sc.Name, pollStall(cfg, sc))},
 			inbox.Options{Routes: cfg.RoutesFor(sc.Name), Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
 			log.Named("poller"), m))
@@ -259,10 +269,19 @@ func buildSink(name string, sc config.Sink) (*sink.HTTP, error) {
 // buildSFTPSink builds a sink of type sftp; it connects on its first
 // delivery.
 func buildSFTPSink(name string, sc config.Sink) (*sftpsink.SFTP, error) {
+	var enc *pgp.Encrypter
+	if sc.EncryptTo != "" {
+		var err error
+		enc, err = pgp.NewEncrypter(sc.EncryptTo, pgp.SignFiles{PrivateKeyFile: sc.SignWith.PrivateKeyFile,
+			PassphraseFile: sc.SignWith.PassphraseFile})
+		if err != nil {
+			return nil, fmt.Errorf("sinks.%s: %w", name, err)
+		}
+	}
 	s, err := sftpsink.New(sftpsink.Config{Name: name, Conn: sftp.Config{Address: sc.Address, User: sc.User,
 		PrivateKeyFile: sc.PrivateKeyFile, PassphraseFile: sc.PassphraseFile, PasswordFile: sc.PasswordFile,
 		KnownHostsFile: sc.KnownHostsFile}, Directory: sc.Directory, TempSuffix: sc.TempSuffix, Direct: !sc.Rename,
-		Pattern: sc.Name, Timeout: sc.Timeout.D()})
+		Pattern: sc.Name, Timeout: sc.Timeout.D(), Encrypt: enc})
 	if err != nil {
 		return nil, fmt.Errorf("sinks.%s: %w", name, err)
 	}
@@ -276,6 +295,15 @@ func incompleteGrace(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// buildDecrypter reads a source's OpenPGP keys; nil when it has none.
+func buildDecrypter(sc config.Source) (*pgp.Decrypter, error) {
+	if sc.Decrypt.PrivateKeyFile == "" {
+		return nil, nil
+	}
+	return pgp.NewDecrypter(pgp.DecryptFiles{PrivateKeyFile: sc.Decrypt.PrivateKeyFile,
+		PassphraseFile: sc.Decrypt.PassphraseFile, VerifyKeyFile: sc.Decrypt.VerifyKeyFile}, sc.RequireEncryption)
 }
 
 func buildSource(sc config.Source) (poller.Source, error) {

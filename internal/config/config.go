@@ -167,6 +167,33 @@ type Source struct {
 	// Routes overrides Config.Routes, kind by kind, for what this source
 	// produced (e.g. its acknowledgments back to its partner's folder).
 	Routes map[string][]string `mapstructure:"routes"`
+	// Decrypt, when its private_key_file is set, decrypts the OpenPGP
+	// messages among the files (recognised by content, whatever their
+	// names); plaintext files are ingested as they are unless
+	// RequireEncryption.
+	Decrypt Decrypt `mapstructure:"decrypt"`
+	// RequireEncryption refuses every file that is not an encrypted
+	// OpenPGP message (needs decrypt.private_key_file).
+	RequireEncryption bool `mapstructure:"require_encryption"`
+}
+
+// Decrypt names the key files of a source whose partner sends OpenPGP
+// messages (internal/pgp). Keys and passphrases are read from files only.
+type Decrypt struct {
+	// PrivateKeyFile holds our private key (armored or binary), which
+	// the partner encrypts to.
+	PrivateKeyFile string `mapstructure:"private_key_file"`
+	// PassphraseFile holds its passphrase (first line), if it has one.
+	PassphraseFile string `mapstructure:"passphrase_file"`
+	// VerifyKeyFile, when set, holds the partner's public key: every
+	// message must then be signed with it.
+	VerifyKeyFile string `mapstructure:"verify_key_file"`
+}
+
+// SignWith names our signing key for the files an SFTP sink encrypts.
+type SignWith struct {
+	PrivateKeyFile string `mapstructure:"private_key_file"`
+	PassphraseFile string `mapstructure:"passphrase_file"`
 }
 
 // Sink is an HTTP endpoint or an SFTP directory.
@@ -214,6 +241,12 @@ type Sink struct {
 	Rename bool `mapstructure:"rename"`
 	// Name is the final file-name pattern (sftpsink.CheckPattern).
 	Name string `mapstructure:"name"`
+	// EncryptTo, when set (type sftp), is the partner's OpenPGP public
+	// key file: every file is encrypted to it before upload.
+	EncryptTo string `mapstructure:"encrypt_to"`
+	// SignWith, when its private_key_file is set, signs what EncryptTo
+	// encrypts with our key.
+	SignWith SignWith `mapstructure:"sign_with"`
 }
 
 // RoutesFor returns the routes of what the source produced: the global
@@ -619,6 +652,7 @@ func (c *Config) Validate() error {
 		if s.MaxFileSize < 1 {
 			bad(p+".max_file_size", "must be positive", s.MaxFileSize)
 		}
+		validateDecrypt(p, s, bad)
 		for _, id := range []struct{ k, v string }{{"us", s.Us}, {"them", s.Them}} {
 			if id.v != "" {
 				if q, v, ok := strings.Cut(id.v, ":"); !ok || len(q) != 2 || v == "" || len(v) > 15 {
@@ -629,6 +663,7 @@ func (c *Config) Validate() error {
 	}
 	for name, s := range c.Sinks {
 		p := "sinks." + name
+		validatePGPSink(p, s, bad)
 		switch s.Type {
 		case "sftp":
 			c.validateSFTPSink(p, s, bad)
@@ -816,6 +851,50 @@ func checkAddress(p, addr string, bad func(path, rule string, got any)) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		bad(p, "must be host:port", quote(addr))
 	}
+}
+
+// validateDecrypt checks a source's decrypt settings: the key files are
+// paths (never inline keys), and what needs our private key has it.
+func validateDecrypt(p string, s Source, bad func(path, rule string, got any)) {
+	d := s.Decrypt
+	if d.PrivateKeyFile == "" && (d.PassphraseFile != "" || d.VerifyKeyFile != "") {
+		bad(p+".decrypt.private_key_file", "must be set when decrypt names a passphrase_file or verify_key_file", `""`)
+	}
+	if s.RequireEncryption && d.PrivateKeyFile == "" {
+		bad(p+".require_encryption", "needs decrypt.private_key_file", true)
+	}
+	for _, f := range []struct{ k, v string }{{"private_key_file", d.PrivateKeyFile},
+		{"passphrase_file", d.PassphraseFile}, {"verify_key_file", d.VerifyKeyFile}} {
+		if inlineKey(f.v) {
+			bad(p+".decrypt."+f.k, "must be a file path, never the key or passphrase itself", `"[redacted]"`)
+		}
+	}
+}
+
+// validatePGPSink checks a sink's encrypt_to and sign_with.
+func validatePGPSink(p string, s Sink, bad func(path, rule string, got any)) {
+	if s.Type != "sftp" && (s.EncryptTo != "" || s.SignWith.PrivateKeyFile != "" || s.SignWith.PassphraseFile != "") {
+		bad(p+".encrypt_to", "encrypt_to and sign_with are for type sftp", quote(s.Type))
+		return
+	}
+	if s.SignWith.PrivateKeyFile != "" && s.EncryptTo == "" {
+		bad(p+".sign_with", "needs encrypt_to (files are signed and encrypted)", quote(s.SignWith.PrivateKeyFile))
+	}
+	if s.SignWith.PassphraseFile != "" && s.SignWith.PrivateKeyFile == "" {
+		bad(p+".sign_with.private_key_file", "must be set when sign_with names a passphrase_file", `""`)
+	}
+	for _, f := range []struct{ k, v string }{{"encrypt_to", s.EncryptTo},
+		{"sign_with.private_key_file", s.SignWith.PrivateKeyFile}, {"sign_with.passphrase_file", s.SignWith.PassphraseFile}} {
+		if inlineKey(f.v) {
+			bad(p+"."+f.k, "must be a file path, never the key or passphrase itself", `"[redacted]"`)
+		}
+	}
+}
+
+// inlineKey reports whether a value meant as a file path looks like a key
+// (armor) or holds a line break: a secret pasted inline.
+func inlineKey(v string) bool {
+	return strings.Contains(v, "-----BEGIN") || strings.ContainsAny(v, "\r\n")
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)

@@ -18,6 +18,10 @@ type Metrics struct {
 	Unbalanced      prometheus.Counter
 	X12Warnings     *prometheus.CounterVec // code: a leniency of the envelope reader
 	PostProcessed   *prometheus.CounterVec // source, action
+	// FilesDecryptFailed counts files refused by OpenPGP (internal/pgp
+	// reasons: wrong_key, corrupt, unsigned, bad_signature,
+	// unknown_signer, not_encrypted).
+	FilesDecryptFailed *prometheus.CounterVec // source, reason
 	// SourceLastFile and SourceOverdue are the silence alarm of a source.
 	SourceLastFile *prometheus.GaugeVec // source: unix seconds of its last new file
 	SourceOverdue  *prometheus.GaugeVec // source: 1 once no new file came for longer than expect_every
@@ -99,6 +103,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Divergence = prometheus.NewGauge(prometheus.GaugeOpts{Name: "ediwatch_reconciliation_divergence",
 		Help: "1 when the last reconciliation (last 24h) found a divergence, else 0."})
 	reg.MustRegister(m.Divergence)
+	m.FilesDecryptFailed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_files_decrypt_failed_total",
+		Help: "Files rejected by OpenPGP decryption or verification, by reason (wrong_key, corrupt, unsigned, bad_signature, unknown_signer, not_encrypted); nothing of them is posted."},
+		[]string{"source", "reason"})
+	reg.MustRegister(m.FilesDecryptFailed)
 	reg.MustRegister(m.Deliveries, m.DeliveryLatency, m.BreakerState, m.LeaseLost,
 		m.OutboxPending, m.OutboxDead, m.OutboxOldestPending, m.BuildInfo)
 	reg.MustRegister(m.FilesListed, m.FilesDownloaded, m.FilesSkipped, m.FilesFailed, m.BytesDownloaded,

@@ -48,6 +48,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/metrics"
+	"github.com/ediwatch/ediwatch/internal/pgp"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -96,6 +97,13 @@ type Config struct {
 	// mtime is younger than this is left for a later poll (default 10m;
 	// negative: no grace, such a file is rejected at once).
 	IncompleteGrace time.Duration
+	// Decrypt, when set, opens the OpenPGP messages among the files
+	// (internal/pgp): a message is decrypted (and verified) into a second
+	// unlinked spool file, and only a message that passes every check is
+	// ingested, as its plaintext. One that fails is recorded as rejected
+	// with its reason (no acknowledgment: nothing was read) and counted in
+	// ediwatch_files_decrypt_failed_total.
+	Decrypt *pgp.Decrypter
 }
 
 // DefaultIncompleteGrace is the IncompleteGrace of a zero Config.
@@ -717,7 +725,36 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 		log.Info("file changed during download; retried when stable", zap.Int64("listed", e.Size), zap.Int64("read", n))
 		return st
 	}
-	if p.young(e) && lastInterchangeOpen(spool, n) {
+	// The plaintext: the spool itself, or the decrypted message.
+	plain, plainSize, refused := spool, n, ""
+	if p.cfg.Decrypt != nil {
+		pt, size, err := p.cfg.Decrypt.Spool(ctx, spool, p.cfg.SpoolDir)
+		switch refused = pgp.ReasonOf(err); {
+		case err == nil:
+			if pt != spool {
+				defer pt.Close()
+				// The ciphertext is not needed any more.
+				spool.Close()
+			}
+			plain, plainSize = pt, size
+		case refused == "":
+			if ctx.Err() != nil {
+				return st
+			}
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "decrypt").Inc()
+			p.fail(ctx, c, "decrypt", err, log)
+			st.Failed++
+			return st
+		case refused == pgp.ReasonCorrupt && p.young(e):
+			// A message cut off by a stalled upload, most likely: as an
+			// interchange without its IEA, left for a later poll.
+		default:
+			p.refuse(ctx, c, e, fence, sum, err, log)
+			st.Failed++
+			return st
+		}
+	}
+	if p.young(e) && (refused != "" || lastInterchangeOpen(plain, plainSize)) {
 		// A stalled upload, most likely: handed back under its name (so a
 		// partner resuming it finds it) and taken again when it changes or
 		// the grace has passed (then rejected as it is).
@@ -734,11 +771,17 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 		p.mu.Unlock()
 		st.Skipped++
 		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, "incomplete").Inc()
-		log.Info("last interchange has no IEA; left for a later poll", zap.Duration("incomplete_grace", p.cfg.IncompleteGrace))
+		msg := "last interchange has no IEA; left for a later poll"
+		if refused != "" {
+			msg = "OpenPGP message cut off; left for a later poll"
+		}
+		log.Info(msg, zap.Duration("incomplete_grace", p.cfg.IncompleteGrace))
 		return st
 	}
+	// Size and SHA-256 are the bytes received; keys and content hashes
+	// those of the plaintext.
 	res, err := inbox.Ingest(ctx, p.ingest, inbox.FileInfo{Source: p.cfg.Name, Path: c.ledger, Size: n, MTime: e.MTime,
-		SHA256: sum, CorrelationID: corr, Now: p.now(), Fence: fence}, spool)
+		SHA256: sum, CorrelationID: corr, Now: p.now(), Fence: fence}, plain)
 	if err != nil {
 		if ctx.Err() != nil {
 			return st
@@ -785,6 +828,26 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 		st.PostProcessed++
 	}
 	return st
+}
+
+// refuse records the file refused by OpenPGP (err is a *pgp.Error) as
+// rejected, with its reason, and post-processes it as any rejected file;
+// nothing of it is ingested, no acknowledgment is built. The log names the
+// file and the reason, never content or keys.
+func (p *Poller) refuse(ctx context.Context, c candidate, e Entry, fence inbox.Fence, sum string, err error,
+	log *zap.Logger) {
+	reason := pgp.ReasonOf(err)
+	p.m.FilesDecryptFailed.WithLabelValues(p.cfg.Name, reason).Inc()
+	if err := p.st.CheckLease(ctx, fence, p.now()); err != nil {
+		if ctx.Err() == nil {
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
+			log.Warn("rejection left to the lease's new holder", zap.Error(err))
+		}
+		return
+	}
+	p.record(ctx, c.ledger, e, inbox.FileRejected, "decrypt: "+err.Error())
+	log.Warn("file rejected: OpenPGP", zap.String("reason", reason), zap.String("sha256", sum), zap.Error(err))
+	p.postProcess(ctx, c, e, fence)
 }
 
 // forget drops the observation of path, so it must be stable again.

@@ -40,6 +40,7 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/ediwatch/ediwatch/internal/pgp"
 	psftp "github.com/ediwatch/ediwatch/internal/poller/sftp"
 	"github.com/ediwatch/ediwatch/internal/sink"
 )
@@ -70,6 +71,10 @@ type Config struct {
 	Pattern string
 	// Timeout bounds one delivery, connecting included (default 30s).
 	Timeout time.Duration
+	// Encrypt, when set (encrypt_to, sign_with), seals each file as an
+	// OpenPGP message to the partner before upload; the size check is
+	// then of the message.
+	Encrypt *pgp.Encrypter
 }
 
 // SFTP is an SFTP sink. It is safe for concurrent use.
@@ -263,6 +268,11 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 	name, body, err := FileName(s.cfg.Pattern, msg)
 	if err != nil {
 		return sink.Result{Outcome: sink.Dead, Err: err.Error()}
+	}
+	if s.cfg.Encrypt != nil {
+		if body, err = s.cfg.Encrypt.Seal(body); err != nil {
+			return sink.Result{Outcome: sink.Retry, Err: err.Error()}
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()

@@ -1,0 +1,298 @@
+package pgp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ediwatch/ediwatch/internal/pgp"
+	"github.com/ediwatch/ediwatch/internal/pgp/gpgtest"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+// keys are a test's keys, made by GnuPG: ours, the partner's, a
+// stranger's, RSA and Curve25519.
+type keys struct {
+	g                   *gpgtest.GPG
+	usRSA, acmeRSA      gpgtest.Key
+	us25519, acme25519  gpgtest.Key
+	strangerForSigning  gpgtest.Key
+	strangerForEncrypts gpgtest.Key
+}
+
+func gpgKeys(t *testing.T) *keys {
+	t.Helper()
+	g := gpgtest.New(t)
+	k := &keys{g: g}
+	k.usRSA, k.us25519 = g.GenKey("Riverside", "rsa"), g.GenKey("Riverside25519", "25519")
+	k.acmeRSA, k.acme25519 = g.GenKey("Acme", "rsa"), g.GenKey("Acme25519", "25519")
+	k.strangerForSigning = g.GenKey("Stranger", "25519")
+	k.strangerForEncrypts = k.strangerForSigning
+	return k
+}
+
+func remit(t *testing.T) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := (x12gen.Remit{SetsPerGroup: 3, ClaimsPerSet: 4, EOL: "\n"}).Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func decrypter(t *testing.T, ours, partner *gpgtest.Key, passFile string, require bool) *pgp.Decrypter {
+	t.Helper()
+	f := pgp.DecryptFiles{PrivateKeyFile: ours.SecretFile, PassphraseFile: passFile}
+	if partner != nil {
+		f.VerifyKeyFile = partner.PublicFile
+	}
+	d, err := pgp.NewDecrypter(f, require)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func decrypt(d *pgp.Decrypter, msg []byte) ([]byte, error) {
+	var out bytes.Buffer
+	err := d.Decrypt(&out, bytes.NewReader(msg))
+	return out.Bytes(), err
+}
+
+// TestDecryptsWhatGnuPGSignedAndEncrypted: binary and armored messages,
+// RSA and Curve25519 keys, signed by the partner, come out as the
+// plaintext.
+func TestDecryptsWhatGnuPGSignedAndEncrypted(t *testing.T) {
+	k := gpgKeys(t)
+	plain := remit(t)
+	for _, c := range []struct {
+		name     string
+		us, acme gpgtest.Key
+	}{{"rsa", k.usRSA, k.acmeRSA}, {"curve25519", k.us25519, k.acme25519}} {
+		for _, armored := range []bool{false, true} {
+			t.Run(c.name+map[bool]string{false: "/binary", true: "/armored"}[armored], func(t *testing.T) {
+				msg := k.g.Encrypt(plain, c.us, &c.acme, armored)
+				if !pgp.IsMessage(msg[:64]) {
+					t.Fatalf("not recognised as a message: % x", msg[:8])
+				}
+				d := decrypter(t, &c.us, &c.acme, k.g.PassFile, true)
+				got, err := decrypt(d, msg)
+				if err != nil {
+					t.Fatalf("decrypt: %v", err)
+				}
+				if !bytes.Equal(got, plain) {
+					t.Fatalf("plaintext differs (%d bytes, want %d)", len(got), len(plain))
+				}
+			})
+		}
+	}
+}
+
+// TestRefusalsNameTheirReason: each way a message can fail is refused
+// with its own reason.
+func TestRefusalsNameTheirReason(t *testing.T) {
+	k := gpgKeys(t)
+	plain := remit(t)
+	big := bytes.Repeat(plain, 200) // several hundred KB: a corruption lands mid-stream
+	d := decrypter(t, &k.usRSA, &k.acmeRSA, k.g.PassFile, true)
+	corrupt := k.g.Encrypt(big, k.usRSA, &k.acmeRSA, false)
+	corrupt[len(corrupt)/2] ^= 0x55
+	armoredCorrupt := k.g.Encrypt(big, k.usRSA, &k.acmeRSA, true)
+	mid := len(armoredCorrupt) / 2
+	for armoredCorrupt[mid] == '\n' || armoredCorrupt[mid] == 'A' {
+		mid++
+	}
+	armoredCorrupt[mid] = 'A'
+	whole := k.g.Encrypt(big, k.usRSA, &k.acmeRSA, false)
+	// Signed by the partner, not encrypted nor compressed, a byte of the
+	// content changed: the signature no longer verifies.
+	altered := k.g.Run(plain, "--compress-algo", "none", "--local-user", k.acmeRSA.Fingerprint, "--sign")
+	at := bytes.Index(altered, []byte("CLP*"))
+	if at < 0 {
+		t.Fatal("literal data not found in the signed message")
+	}
+	altered[at+5] ^= 0x01
+	lenient := decrypter(t, &k.usRSA, &k.acmeRSA, k.g.PassFile, false)
+	for _, c := range []struct {
+		name, reason string
+		msg          []byte
+		d            *pgp.Decrypter
+	}{
+		{"encrypted to another key", pgp.ReasonWrongKey, k.g.Encrypt(plain, k.strangerForEncrypts, &k.acmeRSA, false), d},
+		{"signed by a stranger", pgp.ReasonUnknownSigner, k.g.Encrypt(plain, k.usRSA, &k.strangerForSigning, false), d},
+		{"signed by ourselves", pgp.ReasonUnknownSigner, k.g.Encrypt(plain, k.usRSA, &k.usRSA, false), d},
+		{"unsigned when verify is required", pgp.ReasonUnsigned, k.g.Encrypt(plain, k.usRSA, nil, false), d},
+		{"corrupted mid-stream", pgp.ReasonCorrupt, corrupt, d},
+		{"armor corrupted mid-stream", pgp.ReasonCorrupt, armoredCorrupt, d},
+		{"cut off", pgp.ReasonCorrupt, whole[:len(whole)*2/3], d},
+		{"signed, not encrypted, on require_encryption", pgp.ReasonNotEncrypted, k.g.Sign(plain, k.acmeRSA), d},
+		{"plaintext on require_encryption", pgp.ReasonNotEncrypted, plain, d},
+		{"corrupt without verify", pgp.ReasonCorrupt, corrupt, decrypter(t, &k.usRSA, nil, k.g.PassFile, false)},
+		{"content altered after signing", pgp.ReasonBadSignature, altered, lenient},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decrypt(c.d, c.msg)
+			if got := pgp.ReasonOf(err); got != c.reason {
+				t.Fatalf("reason %q (%v), want %q", got, err, c.reason)
+			}
+			// Neither plaintext nor a passphrase in the message.
+			if strings.Contains(err.Error(), "CLP") || strings.Contains(err.Error(), gpgtest.Passphrase) {
+				t.Errorf("error holds content: %v", err)
+			}
+		})
+	}
+}
+
+// TestSpoolKeepsPlaintextInAnUnlinkedFile: a message becomes an unlinked
+// spool file of the plaintext; plaintext passes as it is unless
+// encryption is required; a refused message leaves nothing behind.
+func TestSpoolKeepsPlaintextInAnUnlinkedFile(t *testing.T) {
+	k := gpgKeys(t)
+	plain := remit(t)
+	dir, spoolDir := t.TempDir(), t.TempDir()
+	write := func(name string, b []byte) *os.File {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	d := decrypter(t, &k.us25519, &k.acme25519, k.g.PassFile, false)
+	enc := write("a.835", k.g.Encrypt(plain, k.us25519, &k.acme25519, true))
+	pt, n, err := d.Spool(context.Background(), enc, spoolDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pt.Close()
+	if pt == enc || n != int64(len(plain)) {
+		t.Fatalf("spool %v of %d bytes", pt == enc, n)
+	}
+	got, _ := os.ReadFile("/proc/self/fd/" + strconv.Itoa(int(pt.Fd())))
+	if !bytes.Equal(got, plain) {
+		t.Error("spool does not hold the plaintext")
+	}
+	if names, _ := os.ReadDir(spoolDir); len(names) != 0 {
+		t.Errorf("spool dir holds %d files: the plaintext is linked", len(names))
+	}
+	clear := write("b.835", plain)
+	if f, n, err := d.Spool(context.Background(), clear, spoolDir); err != nil || f != clear || n != int64(len(plain)) {
+		t.Errorf("plaintext: %v %d %v", f == clear, n, err)
+	}
+	dr := decrypter(t, &k.us25519, &k.acme25519, k.g.PassFile, true)
+	if _, _, err := dr.Spool(context.Background(), clear, spoolDir); pgp.ReasonOf(err) != pgp.ReasonNotEncrypted {
+		t.Errorf("plaintext on require_encryption: %v", err)
+	}
+	bad := write("c.835", k.g.Encrypt(plain, k.us25519, &k.strangerForSigning, false))
+	if _, _, err := d.Spool(context.Background(), bad, spoolDir); pgp.ReasonOf(err) != pgp.ReasonUnknownSigner {
+		t.Errorf("stranger: %v", err)
+	}
+	if names, _ := os.ReadDir(spoolDir); len(names) != 0 {
+		t.Errorf("spool dir holds %d files after a refusal", len(names))
+	}
+}
+
+// TestIsMessageByContent: X12 (with a byte-order mark, white space) is
+// not a message; armor and binary packets are, whatever the name.
+func TestIsMessageByContent(t *testing.T) {
+	for _, c := range []struct {
+		head string
+		want bool
+	}{
+		{"ISA*00*          *00*", false},
+		{"\xef\xbb\xbfISA*00*", false},
+		{"\r\n  ISA*00*", false},
+		{"", false},
+		{"\n-----BEGIN PGP MESSAGE-----\n", true},
+		{"-----BEGIN PGP SIGNATURE-----\n", false},
+		{"\x85\x01\x0c\x03", true}, // old-format public-key encrypted session key
+		{"\xc1\xc0\x4c\x03", true}, // new-format, tag 1
+		{"\xa3\x01", true},         // old-format compressed data
+		{"\xc6\x00", false},        // new-format public key (tag 6): a key, not a message
+	} {
+		if got := pgp.IsMessage([]byte(c.head)); got != c.want {
+			t.Errorf("IsMessage(%q) = %v, want %v", c.head, got, c.want)
+		}
+	}
+}
+
+// TestSealedFilesOpenInGnuPG: what an SFTP sink sends (encrypted to the
+// partner, signed with our key) is decrypted and verified by GnuPG.
+func TestSealedFilesOpenInGnuPG(t *testing.T) {
+	k := gpgKeys(t)
+	for _, c := range []struct {
+		name     string
+		us, acme gpgtest.Key
+	}{{"rsa", k.usRSA, k.acmeRSA},
+		{"curve25519", k.us25519, k.acme25519}} {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := pgp.NewEncrypter(c.acme.PublicFile, pgp.SignFiles{PrivateKeyFile: c.us.SecretFile,
+				PassphraseFile: k.g.PassFile})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := []byte("ISA*00*          *00*          *ZZ*RIVERSIDE      *ZZ*ACMEHP         *...~")
+			sealed, err := e.Seal(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(sealed, []byte("RIVERSIDE")) || !pgp.IsMessage(sealed) {
+				t.Fatal("not sealed")
+			}
+			if got := k.g.Run(sealed, "--require-secmem", "--decrypt"); !bytes.Equal(got, body) {
+				t.Fatalf("gpg decrypted %q", got)
+			}
+			// And the signature is ours: verified by our own decrypter as
+			// the partner would.
+			d := decrypter(t, &c.acme, &c.us, k.g.PassFile, true)
+			if got, err := decrypt(d, sealed); err != nil || !bytes.Equal(got, body) {
+				t.Fatalf("verify: %v", err)
+			}
+		})
+	}
+}
+
+// TestWrongPassphraseIsAConfigError: a key that does not unlock is an
+// error at start, naming the file, not the passphrase.
+func TestWrongPassphraseIsAConfigError(t *testing.T) {
+	k := gpgKeys(t)
+	bad := filepath.Join(t.TempDir(), "pass")
+	os.WriteFile(bad, []byte("not it\n"), 0o600)
+	_, err := pgp.NewDecrypter(pgp.DecryptFiles{PrivateKeyFile: k.usRSA.SecretFile, PassphraseFile: bad}, false)
+	if err == nil || !strings.Contains(err.Error(), "private_key_file") || strings.Contains(err.Error(), "not it") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = pgp.NewDecrypter(pgp.DecryptFiles{PrivateKeyFile: k.usRSA.PublicFile}, false)
+	if err == nil || !strings.Contains(err.Error(), "public key only") {
+		t.Fatalf("public key as private: %v", err)
+	}
+}
+
+// TestCancelledSpoolIsNoRefusal: a decryption stopped by its context
+// (the daemon shutting down) returns the context's error, not a reason
+// that would reject the file.
+func TestCancelledSpoolIsNoRefusal(t *testing.T) {
+	k := gpgKeys(t)
+	p := filepath.Join(t.TempDir(), "a.835.gpg")
+	os.WriteFile(p, k.g.Encrypt(remit(t), k.us25519, &k.acme25519, false), 0o600)
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := decrypter(t, &k.us25519, &k.acme25519, k.g.PassFile, true)
+	if _, _, err := d.Spool(ctx, f, t.TempDir()); !errors.Is(err, context.Canceled) || pgp.ReasonOf(err) != "" {
+		t.Fatalf("err = %v (reason %q)", err, pgp.ReasonOf(err))
+	}
+}

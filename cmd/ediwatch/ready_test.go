@@ -257,7 +257,7 @@ func TestReadyzFailsWhileAPollHangsInADownload(t *testing.T) {
 	src := hangingSource{Source: local.Source{}, opened: make(chan struct{})}
 	counted := leaseCounter{Store: progressStore{Store: st, p: loop}, renewed: make(chan struct{})}
 	p := poller.New(poller.Config{Name: "acme", Directories: []string{drop}, PollInterval: time.Second,
-		LeaseTTL: 30 * time.Millisecond, SpoolDir: t.TempDir()}, src, counted, inbox.Options{Routes: storetest.Routes},
+		LeaseTTL: 300 * time.Millisecond, SpoolDir: t.TempDir()}, src, counted, inbox.Options{Routes: storetest.Routes},
 		zap.NewNop(), metrics.New(prometheus.NewRegistry()))
 	if _, err := p.PollOnce(ctx); err != nil { // first listing: not stable yet
 		t.Fatal(err)
@@ -286,8 +286,14 @@ func TestReadyzFailsWhileAPollHangsInADownload(t *testing.T) {
 		t.Fatalf("a download just begun: %d %s", code, body)
 	}
 	clk.advance(3*time.Minute + time.Second)
-	for range 3 { // the poll renews its lease while the download hangs
-		<-counted.renewed
+	for i := range 3 { // the poll renews its lease while the download hangs
+		select {
+		case <-counted.renewed:
+		case <-done:
+			t.Fatalf("the poll ended after %d renewals; it should hang in its download until cancelled", i)
+		case <-time.After(2 * time.Minute): // a hang guard, not a timing assertion
+			t.Fatalf("%d renewals of the lease while the download hangs, want 3", i)
+		}
 	}
 	code, body := readyzStatus(t, r)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "poll loop acme") {

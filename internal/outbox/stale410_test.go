@@ -21,7 +21,7 @@ import (
 // again: the row is tried again and delivered.
 func TestA410SentBeforeTheEnableLeavesTheSinkEnabled(t *testing.T) {
 	drivers(t, func(t *testing.T, st store.Store) {
-		inFlight, release := make(chan struct{}), make(chan struct{})
+		inFlight, release, enabled := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		f := &sinkFixture{st: st}
 		f.ledger = newReceiver(t, func(n int) (int, http.Header) {
 			if n == 1 {
@@ -43,13 +43,23 @@ func TestA410SentBeforeTheEnableLeavesTheSinkEnabled(t *testing.T) {
 			if _, err := st.EnableSink(ctx, "ledger", time.Now().UTC().Add(time.Millisecond)); err != nil {
 				t.Error(err)
 			}
+			close(enabled)
 			close(release)
 		}()
 		ls, _ := sink.New(sink.Config{Name: "ledger", URL: f.ledger.URL, Timeout: 30 * time.Second})
 		as, _ := sink.New(sink.Config{Name: "acks", URL: f.acks.URL})
 		r := outbox.NewRelay(outbox.RelayConfig{Workers: 1, Idle: 20 * time.Millisecond, BackoffBase: 10 * time.Millisecond},
 			st, map[string]outbox.Deliverer{"ledger": ls, "acks": as}, zap.NewNop(), metrics.New(prometheus.NewRegistry()))
-		runUntil(t, r, func() bool { return f.stats("ledger").Delivered == 1 || f.state("ledger").Disabled })
+		// Judge only after the enable: the hand disable before it is
+		// itself a moment of "disabled".
+		runUntil(t, r, func() bool {
+			select {
+			case <-enabled:
+			default:
+				return false
+			}
+			return f.stats("ledger").Delivered == 1 || f.state("ledger").Disabled
+		})
 		if s := f.state("ledger"); s.Disabled {
 			t.Fatalf("the sink was disabled again by a 410 to a request sent before its enable: %+v", s)
 		}

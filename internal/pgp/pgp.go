@@ -47,12 +47,19 @@ const (
 	// ReasonNotEncrypted: plaintext (or a message signed but not
 	// encrypted) on a source with require_encryption.
 	ReasonNotEncrypted = "not_encrypted"
+	// ReasonTooLarge: the plaintext outgrows the cap (Limit): a
+	// compression bomb, or a file beyond max_file_size once opened.
+	ReasonTooLarge = "too_large"
 )
+
+// DefaultMaxPlaintext caps a message's plaintext unless Limit says
+// otherwise: max_file_size's default.
+const DefaultMaxPlaintext int64 = 1 << 30
 
 // Reasons lists every reason, for metrics initialisation and docs.
 func Reasons() []string {
 	return []string{ReasonWrongKey, ReasonCorrupt, ReasonUnsigned, ReasonBadSignature, ReasonUnknownSigner,
-		ReasonNotEncrypted}
+		ReasonNotEncrypted, ReasonTooLarge}
 }
 
 var reasonText = map[string]string{
@@ -62,6 +69,7 @@ var reasonText = map[string]string{
 	ReasonBadSignature:  "OpenPGP signature does not verify",
 	ReasonUnknownSigner: "OpenPGP message signed by a key other than verify_key_file's",
 	ReasonNotEncrypted:  "not an encrypted OpenPGP message, and the source has require_encryption",
+	ReasonTooLarge:      "OpenPGP plaintext larger than the cap (max_file_size)",
 }
 
 // Error is a file refused for Reason. Err, when set, is go-crypto's own
@@ -191,6 +199,7 @@ type Decrypter struct {
 	ring    openpgp.EntityList // ours, then the partner's
 	verify  openpgp.EntityList // nil: signatures are not required
 	require bool
+	max     int64 // plaintext cap, bytes
 }
 
 // NewDecrypter reads the keys (unlocking ours). With require, a file that
@@ -203,7 +212,8 @@ func NewDecrypter(f DecryptFiles, require bool) (*Decrypter, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Decrypter{ring: append(openpgp.EntityList{}, ours...), require: require}
+	d := &Decrypter{ring: append(openpgp.EntityList{}, ours...), require: require,
+		max: DefaultMaxPlaintext}
 	if f.VerifyKeyFile != "" {
 		if d.verify, err = readKeys("decrypt.verify_key_file", f.VerifyKeyFile); err != nil {
 			return nil, err
@@ -211,6 +221,18 @@ func NewDecrypter(f DecryptFiles, require bool) (*Decrypter, error) {
 		d.ring = append(d.ring, d.verify...)
 	}
 	return d, nil
+}
+
+// Limit returns a copy of d that refuses (ReasonTooLarge) a message
+// whose plaintext passes max bytes (DefaultMaxPlaintext when max <= 0):
+// no more than max+1 bytes are ever decompressed or written.
+func (d *Decrypter) Limit(max int64) *Decrypter {
+	c := *d
+	if max <= 0 {
+		max = DefaultMaxPlaintext
+	}
+	c.max = max
+	return &c
 }
 
 // Require reports whether plaintext is refused.
@@ -242,7 +264,11 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		}
 		body = blk.Body
 	}
-	md, err := openpgp.ReadMessage(body, d.ring, nil, &packet.Config{})
+	// Compressed data is read through go-crypto's own cap too, so a bomb
+	// stops inflating past it (with room for the literal packet's header:
+	// the exact cap is applied to the plaintext below).
+	limit := d.max + 64<<10
+	md, err := openpgp.ReadMessage(body, d.ring, nil, &packet.Config{MaxDecompressedMessageSize: &limit})
 	switch {
 	case errors.Is(err, pgperrors.ErrKeyIncorrect):
 		return &Error{Reason: ReasonWrongKey, Err: err}
@@ -259,11 +285,18 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		return &Error{Reason: ReasonBadSignature, Err: md.SignatureError}
 	}
 	w := &errWriter{w: dst}
-	if _, err := io.Copy(w, md.UnverifiedBody); err != nil {
+	n, err := io.Copy(w, io.LimitReader(md.UnverifiedBody, d.max+1))
+	if err != nil {
 		if w.err != nil {
 			return fmt.Errorf("decrypt: write plaintext: %w", w.err)
 		}
+		if errors.Is(err, pgperrors.ErrMessageTooLarge) {
+			return &Error{Reason: ReasonTooLarge, Err: fmt.Errorf("over %d bytes", d.max)}
+		}
 		return &Error{Reason: ReasonCorrupt, Err: err}
+	}
+	if n > d.max {
+		return &Error{Reason: ReasonTooLarge, Err: fmt.Errorf("over %d bytes", d.max)}
 	}
 	if d.verify != nil {
 		switch {

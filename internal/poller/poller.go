@@ -172,6 +172,11 @@ func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m
 	if cfg.MaxFileSize <= 0 {
 		cfg.MaxFileSize = d.MaxFileSize
 	}
+	if cfg.Decrypt != nil {
+		// max_file_size bounds the plaintext too: a compression bomb is
+		// refused once it passes it, not spooled until the disk is full.
+		cfg.Decrypt = cfg.Decrypt.Limit(cfg.MaxFileSize)
+	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = d.MaxAttempts
 	}

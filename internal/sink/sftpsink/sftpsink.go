@@ -90,6 +90,7 @@ type SFTP struct {
 	// sealing again draws a new session key). Bounded by maxSealed.
 	sealed      map[string][]byte
 	sealedOrder []string
+	sealedBytes int
 	// hook, when set, is called at stages of an upload ("opened",
 	// "written"), for tests of concurrent uploads.
 	hook func(stage string)
@@ -291,8 +292,12 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 	return sink.Result{Outcome: sink.Delivered}
 }
 
-// maxSealed bounds the sealed messages kept for retries.
-const maxSealed = 1000
+// maxSealed and maxSealedBytes bound the sealed messages kept for
+// retries.
+const (
+	maxSealed      = 1000
+	maxSealedBytes = 64 << 20
+)
 
 // seal returns body sealed to the partner: the message an earlier attempt
 // of this effect sealed, when it had the same name and body, so that a
@@ -322,12 +327,16 @@ func (s *SFTP) seal(effect, name string, body []byte) ([]byte, error) {
 	if s.sealed == nil {
 		s.sealed = map[string][]byte{}
 	}
-	if len(s.sealedOrder) >= maxSealed {
+	for len(s.sealedOrder) > 0 && (len(s.sealedOrder) >= maxSealed || s.sealedBytes+len(b) > maxSealedBytes) {
+		s.sealedBytes -= len(s.sealed[s.sealedOrder[0]])
 		delete(s.sealed, s.sealedOrder[0])
 		s.sealedOrder = s.sealedOrder[1:]
 	}
-	s.sealed[k] = b
-	s.sealedOrder = append(s.sealedOrder, k)
+	if len(b) <= maxSealedBytes {
+		s.sealed[k] = b
+		s.sealedOrder = append(s.sealedOrder, k)
+		s.sealedBytes += len(b)
+	}
 	return b, nil
 }
 

@@ -177,4 +177,29 @@ func TestOpenPGPDrop(t *testing.T) {
 			t.Errorf("skipped incomplete = %v", got)
 		}
 	})
+
+	// A compression bomb (a small message inflating past max_file_size)
+	// is rejected as too_large, not spooled whole.
+	t.Run("a compression bomb is rejected at max_file_size", func(t *testing.T) {
+		bomb := g.Encrypt(make([]byte, 8<<20), us, &acme, false)
+		dir := t.TempDir()
+		h := newHarness(t, local.Source{}, []string{dir}, func(c *poller.Config) {
+			c.Include = []string{"*"}
+			c.Decrypt = newDecrypter(t, true)
+			c.IncompleteGrace = -1
+			c.MaxFileSize = 1 << 20
+		})
+		if len(bomb) >= 1<<20 {
+			t.Fatalf("not a bomb: %d bytes", len(bomb))
+		}
+		put(t, dir, "bomb.835.pgp", bomb)
+		h.poll(t)
+		h.poll(t)
+		if c := h.counts(t); c.Files["rejected"] != 1 || len(c.Inbox) != 0 {
+			t.Errorf("counts %+v: want one rejected file", c)
+		}
+		if got := testutil.ToFloat64(h.m.FilesDecryptFailed.WithLabelValues("acme", pgp.ReasonTooLarge)); got != 1 {
+			t.Errorf("too_large = %v", got)
+		}
+	})
 }

@@ -140,6 +140,11 @@ func TestOpenPGPDrop(t *testing.T) {
 					!strings.Contains(got.LastError, (&pgp.Error{Reason: f.reason}).Error()) {
 					t.Errorf("%s: ledger %s %q, want rejected: %s", name, got.Status, got.LastError, f.reason)
 				}
+				// The ledger names the bytes refused (received, not plaintext).
+				if got.SHA256 != sum(f.body) || got.Size != int64(len(f.body)) {
+					t.Errorf("%s: ledger %s/%d, want the received bytes' %s/%d", name, got.SHA256, got.Size,
+						sum(f.body), len(f.body))
+				}
 				if strings.Contains(got.LastError, "CLP") {
 					t.Errorf("%s: the ledger holds content: %q", name, got.LastError)
 				}

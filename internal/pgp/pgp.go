@@ -37,7 +37,7 @@ const (
 	// armor or integrity tag, a cut-off upload, an unsupported algorithm).
 	ReasonCorrupt = "corrupt"
 	// ReasonUnsigned: verify_key_file is set and the message carries no
-	// signature.
+	// signature, or the file is plaintext (not an OpenPGP message).
 	ReasonUnsigned = "unsigned"
 	// ReasonBadSignature: signed by the partner's key, but the signature
 	// does not verify (altered content, expired or revoked key).
@@ -248,8 +248,8 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 	br := bufio.NewReaderSize(src, 64<<10)
 	head, _ := br.Peek(64)
 	if !IsMessage(head) {
-		if d.require {
-			return &Error{Reason: ReasonNotEncrypted}
+		if err := d.refusePlaintext(); err != nil {
+			return err
 		}
 		return &Error{Reason: ReasonCorrupt, Err: errors.New("not an OpenPGP message")}
 	}
@@ -309,6 +309,21 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 	return nil
 }
 
+// refusePlaintext returns the refusal of a file that is no OpenPGP
+// message, nil when plaintext is accepted: not with require_encryption,
+// nor with verify_key_file (plaintext is unsigned; a cleartext-signed
+// file is not verified either), else dropping plain X12 on the folder
+// would pass round the signature the source requires.
+func (d *Decrypter) refusePlaintext() error {
+	switch {
+	case d.require:
+		return &Error{Reason: ReasonNotEncrypted}
+	case d.verify != nil:
+		return &Error{Reason: ReasonUnsigned, Err: errors.New("plaintext, not an OpenPGP message")}
+	}
+	return nil
+}
+
 // holds reports whether list holds the entity e (by primary key).
 func holds(list openpgp.EntityList, e *openpgp.Entity) bool {
 	if e == nil || e.PrimaryKey == nil {
@@ -338,7 +353,8 @@ func (e *errWriter) Write(b []byte) (int, error) {
 }
 
 // Spool returns the plaintext of the file f, rewound, and its size: f
-// itself when it is not an OpenPGP message (unless plaintext is refused),
+// itself when it is not an OpenPGP message (unless plaintext is refused:
+// require_encryption, verify_key_file),
 // else a new temporary file in dir (the system's when empty), unlinked
 // at once, holding the plaintext of f once decrypted and, as configured,
 // verified. The caller closes a returned file other than f; on error
@@ -358,8 +374,8 @@ func (d *Decrypter) Spool(ctx context.Context, f *os.File, dir string) (*os.File
 		return nil, 0, fmt.Errorf("decrypt: %w", err)
 	}
 	if !IsMessage(head[:n]) {
-		if d.require {
-			return nil, 0, &Error{Reason: ReasonNotEncrypted}
+		if err := d.refusePlaintext(); err != nil {
+			return nil, 0, err
 		}
 		end, err := f.Seek(0, io.SeekEnd)
 		if err == nil {

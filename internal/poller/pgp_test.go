@@ -40,9 +40,13 @@ func TestOpenPGPDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := doc.Bytes()
+	var newDecrypterVerify func(t *testing.T, require bool, verify string) *pgp.Decrypter
 	newDecrypter := func(t *testing.T, require bool) *pgp.Decrypter {
+		return newDecrypterVerify(t, require, acme.PublicFile)
+	}
+	newDecrypterVerify = func(t *testing.T, require bool, verify string) *pgp.Decrypter {
 		d, err := pgp.NewDecrypter(pgp.DecryptFiles{PrivateKeyFile: us.SecretFile, PassphraseFile: g.PassFile,
-			VerifyKeyFile: acme.PublicFile}, require)
+			VerifyKeyFile: verify}, require)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,14 +55,15 @@ func TestOpenPGPDrop(t *testing.T) {
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 	// The same document encrypted twice (two session keys) and once in
-	// clear posts one payment; the ledger keeps each file's own SHA-256.
+	// clear (a source without verify_key_file) posts one payment; the
+	// ledger keeps each file's own SHA-256.
 	t.Run("encrypted twice is one payment", func(t *testing.T) {
 		first, second := g.Encrypt(plain, us, &acme, false), g.Encrypt(plain, us, &acme, true)
 		drivertest.Each(t, func(t *testing.T, st store.Store) {
 			dir := t.TempDir()
 			h := newHarnessOn(t, st, local.Source{}, []string{dir}, func(c *poller.Config) {
 				c.Include = []string{"*"}
-				c.Decrypt = newDecrypter(t, false)
+				c.Decrypt = newDecrypterVerify(t, false, "")
 			})
 			put(t, dir, "remit.835.pgp", first)
 			h.poll(t)

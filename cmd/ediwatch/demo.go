@@ -347,7 +347,9 @@ sources:
     after: "move:%s"
     us: "ZZ:RIVERSIDE"
     them: "ZZ:ACMEHP"
-    decrypt: {private_key_file: %q, verify_key_file: %q}
+    # No verify_key_file: it would refuse the demo's plaintext files
+    # (unsigned); era-1006.835 is signed all the same.
+    decrypt: {private_key_file: %q}
 sinks:
   ledger: {url: "http://%s/remittances", secret_file: %q}
   acks: {url: "http://%s/acks"}
@@ -370,7 +372,7 @@ routes:
 http: {listen: %q}
 log: {level: warn}
 `, "file:"+filepath.Join(tmp, "ediwatch.db"), srv.Addr, srv.KeyFile, srv.KnownHosts, drop, archive,
-		keys.ourKey, keys.partnerKey, rln.Addr(), secretFile, rln.Addr(), srv.Addr, srv.KeyFile, srv.KnownHosts, inbound,
+		keys.ourKey, rln.Addr(), secretFile, rln.Addr(), srv.Addr, srv.KeyFile, srv.KnownHosts, inbound,
 		keys.partnerKey, keys.ourKey, listen)), 0o600); err != nil {
 		return nil, err
 	}

@@ -302,8 +302,14 @@ func buildDecrypter(sc config.Source) (*pgp.Decrypter, error) {
 	if sc.Decrypt.PrivateKeyFile == "" {
 		return nil, nil
 	}
-	return pgp.NewDecrypter(pgp.DecryptFiles{PrivateKeyFile: sc.Decrypt.PrivateKeyFile,
+	d, err := pgp.NewDecrypter(pgp.DecryptFiles{PrivateKeyFile: sc.Decrypt.PrivateKeyFile,
 		PassphraseFile: sc.Decrypt.PassphraseFile, VerifyKeyFile: sc.Decrypt.VerifyKeyFile}, sc.RequireEncryption)
+	if err != nil {
+		return nil, err
+	}
+	// max_file_size bounds the plaintext too (a compression bomb), for
+	// `ediwatch ingest --source` as for the poller.
+	return d.Limit(sc.MaxFileSize), nil
 }
 
 func buildSource(sc config.Source) (poller.Source, error) {

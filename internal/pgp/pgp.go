@@ -37,7 +37,7 @@ const (
 	// armor or integrity tag, a cut-off upload, an unsupported algorithm).
 	ReasonCorrupt = "corrupt"
 	// ReasonUnsigned: verify_key_file is set and the message carries no
-	// signature.
+	// signature, or the file is plaintext (not an OpenPGP message).
 	ReasonUnsigned = "unsigned"
 	// ReasonBadSignature: signed by the partner's key, but the signature
 	// does not verify (altered content, expired or revoked key).
@@ -47,12 +47,19 @@ const (
 	// ReasonNotEncrypted: plaintext (or a message signed but not
 	// encrypted) on a source with require_encryption.
 	ReasonNotEncrypted = "not_encrypted"
+	// ReasonTooLarge: the plaintext outgrows the cap (Limit): a
+	// compression bomb, or a file beyond max_file_size once opened.
+	ReasonTooLarge = "too_large"
 )
+
+// DefaultMaxPlaintext caps a message's plaintext unless Limit says
+// otherwise: max_file_size's default.
+const DefaultMaxPlaintext int64 = 1 << 30
 
 // Reasons lists every reason, for metrics initialisation and docs.
 func Reasons() []string {
 	return []string{ReasonWrongKey, ReasonCorrupt, ReasonUnsigned, ReasonBadSignature, ReasonUnknownSigner,
-		ReasonNotEncrypted}
+		ReasonNotEncrypted, ReasonTooLarge}
 }
 
 var reasonText = map[string]string{
@@ -62,6 +69,7 @@ var reasonText = map[string]string{
 	ReasonBadSignature:  "OpenPGP signature does not verify",
 	ReasonUnknownSigner: "OpenPGP message signed by a key other than verify_key_file's",
 	ReasonNotEncrypted:  "not an encrypted OpenPGP message, and the source has require_encryption",
+	ReasonTooLarge:      "OpenPGP plaintext larger than the cap (max_file_size)",
 }
 
 // Error is a file refused for Reason. Err, when set, is go-crypto's own
@@ -191,6 +199,7 @@ type Decrypter struct {
 	ring    openpgp.EntityList // ours, then the partner's
 	verify  openpgp.EntityList // nil: signatures are not required
 	require bool
+	max     int64 // plaintext cap, bytes
 }
 
 // NewDecrypter reads the keys (unlocking ours). With require, a file that
@@ -203,7 +212,8 @@ func NewDecrypter(f DecryptFiles, require bool) (*Decrypter, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Decrypter{ring: append(openpgp.EntityList{}, ours...), require: require}
+	d := &Decrypter{ring: append(openpgp.EntityList{}, ours...), require: require,
+		max: DefaultMaxPlaintext}
 	if f.VerifyKeyFile != "" {
 		if d.verify, err = readKeys("decrypt.verify_key_file", f.VerifyKeyFile); err != nil {
 			return nil, err
@@ -211,6 +221,18 @@ func NewDecrypter(f DecryptFiles, require bool) (*Decrypter, error) {
 		d.ring = append(d.ring, d.verify...)
 	}
 	return d, nil
+}
+
+// Limit returns a copy of d that refuses (ReasonTooLarge) a message
+// whose plaintext passes max bytes (DefaultMaxPlaintext when max <= 0):
+// no more than max+1 bytes are ever decompressed or written.
+func (d *Decrypter) Limit(max int64) *Decrypter {
+	c := *d
+	if max <= 0 {
+		max = DefaultMaxPlaintext
+	}
+	c.max = max
+	return &c
 }
 
 // Require reports whether plaintext is refused.
@@ -226,8 +248,8 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 	br := bufio.NewReaderSize(src, 64<<10)
 	head, _ := br.Peek(64)
 	if !IsMessage(head) {
-		if d.require {
-			return &Error{Reason: ReasonNotEncrypted}
+		if err := d.refusePlaintext(); err != nil {
+			return err
 		}
 		return &Error{Reason: ReasonCorrupt, Err: errors.New("not an OpenPGP message")}
 	}
@@ -242,7 +264,11 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		}
 		body = blk.Body
 	}
-	md, err := openpgp.ReadMessage(body, d.ring, nil, &packet.Config{})
+	// Compressed data is read through go-crypto's own cap too, so a bomb
+	// stops inflating past it (with room for the literal packet's header:
+	// the exact cap is applied to the plaintext below).
+	limit := d.max + 64<<10
+	md, err := openpgp.ReadMessage(body, d.ring, nil, &packet.Config{MaxDecompressedMessageSize: &limit})
 	switch {
 	case errors.Is(err, pgperrors.ErrKeyIncorrect):
 		return &Error{Reason: ReasonWrongKey, Err: err}
@@ -259,11 +285,18 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		return &Error{Reason: ReasonBadSignature, Err: md.SignatureError}
 	}
 	w := &errWriter{w: dst}
-	if _, err := io.Copy(w, md.UnverifiedBody); err != nil {
+	n, err := io.Copy(w, io.LimitReader(md.UnverifiedBody, d.max+1))
+	if err != nil {
 		if w.err != nil {
 			return fmt.Errorf("decrypt: write plaintext: %w", w.err)
 		}
+		if errors.Is(err, pgperrors.ErrMessageTooLarge) {
+			return &Error{Reason: ReasonTooLarge, Err: fmt.Errorf("over %d bytes", d.max)}
+		}
 		return &Error{Reason: ReasonCorrupt, Err: err}
+	}
+	if n > d.max {
+		return &Error{Reason: ReasonTooLarge, Err: fmt.Errorf("over %d bytes", d.max)}
 	}
 	if d.verify != nil {
 		switch {
@@ -272,6 +305,21 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		case md.Signature == nil:
 			return &Error{Reason: ReasonUnsigned}
 		}
+	}
+	return nil
+}
+
+// refusePlaintext returns the refusal of a file that is no OpenPGP
+// message, nil when plaintext is accepted: not with require_encryption,
+// nor with verify_key_file (plaintext is unsigned; a cleartext-signed
+// file is not verified either), else dropping plain X12 on the folder
+// would pass round the signature the source requires.
+func (d *Decrypter) refusePlaintext() error {
+	switch {
+	case d.require:
+		return &Error{Reason: ReasonNotEncrypted}
+	case d.verify != nil:
+		return &Error{Reason: ReasonUnsigned, Err: errors.New("plaintext, not an OpenPGP message")}
 	}
 	return nil
 }
@@ -305,7 +353,8 @@ func (e *errWriter) Write(b []byte) (int, error) {
 }
 
 // Spool returns the plaintext of the file f, rewound, and its size: f
-// itself when it is not an OpenPGP message (unless plaintext is refused),
+// itself when it is not an OpenPGP message (unless plaintext is refused:
+// require_encryption, verify_key_file),
 // else a new temporary file in dir (the system's when empty), unlinked
 // at once, holding the plaintext of f once decrypted and, as configured,
 // verified. The caller closes a returned file other than f; on error
@@ -325,8 +374,8 @@ func (d *Decrypter) Spool(ctx context.Context, f *os.File, dir string) (*os.File
 		return nil, 0, fmt.Errorf("decrypt: %w", err)
 	}
 	if !IsMessage(head[:n]) {
-		if d.require {
-			return nil, 0, &Error{Reason: ReasonNotEncrypted}
+		if err := d.refusePlaintext(); err != nil {
+			return nil, 0, err
 		}
 		end, err := f.Seek(0, io.SeekEnd)
 		if err == nil {

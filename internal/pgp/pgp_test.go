@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -185,8 +186,26 @@ func TestSpoolKeepsPlaintextInAnUnlinkedFile(t *testing.T) {
 		t.Errorf("spool dir holds %d files: the plaintext is linked", len(names))
 	}
 	clear := write("b.835", plain)
-	if f, n, err := d.Spool(context.Background(), clear, spoolDir); err != nil || f != clear || n != int64(len(plain)) {
+	noVerify := decrypter(t, &k.us25519, nil, k.g.PassFile, false)
+	if f, n, err := noVerify.Spool(context.Background(), clear, spoolDir); err != nil || f != clear || n != int64(len(plain)) {
 		t.Errorf("plaintext: %v %d %v", f == clear, n, err)
+	}
+	// verify_key_file requires a signature: plaintext (unsigned by
+	// definition, a cleartext-signed file included) is no way around it.
+	cleartext := write("s.835", k.g.Run(plain, "--local-user", k.acme25519.Fingerprint, "--clearsign"))
+	for _, f := range []*os.File{clear, cleartext} {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+		if pt, _, err := d.Spool(context.Background(), f, spoolDir); pgp.ReasonOf(err) != pgp.ReasonUnsigned {
+			if err == nil && pt != f {
+				pt.Close()
+			}
+			t.Errorf("%s with verify_key_file: %v, want %s", filepath.Base(f.Name()), err, pgp.ReasonUnsigned)
+		}
+	}
+	if _, err := clear.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
 	}
 	dr := decrypter(t, &k.us25519, &k.acme25519, k.g.PassFile, true)
 	if _, _, err := dr.Spool(context.Background(), clear, spoolDir); pgp.ReasonOf(err) != pgp.ReasonNotEncrypted {

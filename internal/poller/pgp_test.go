@@ -40,9 +40,13 @@ func TestOpenPGPDrop(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := doc.Bytes()
+	var newDecrypterVerify func(t *testing.T, require bool, verify string) *pgp.Decrypter
 	newDecrypter := func(t *testing.T, require bool) *pgp.Decrypter {
+		return newDecrypterVerify(t, require, acme.PublicFile)
+	}
+	newDecrypterVerify = func(t *testing.T, require bool, verify string) *pgp.Decrypter {
 		d, err := pgp.NewDecrypter(pgp.DecryptFiles{PrivateKeyFile: us.SecretFile, PassphraseFile: g.PassFile,
-			VerifyKeyFile: acme.PublicFile}, require)
+			VerifyKeyFile: verify}, require)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,14 +55,15 @@ func TestOpenPGPDrop(t *testing.T) {
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 	// The same document encrypted twice (two session keys) and once in
-	// clear posts one payment; the ledger keeps each file's own SHA-256.
+	// clear (a source without verify_key_file) posts one payment; the
+	// ledger keeps each file's own SHA-256.
 	t.Run("encrypted twice is one payment", func(t *testing.T) {
 		first, second := g.Encrypt(plain, us, &acme, false), g.Encrypt(plain, us, &acme, true)
 		drivertest.Each(t, func(t *testing.T, st store.Store) {
 			dir := t.TempDir()
 			h := newHarnessOn(t, st, local.Source{}, []string{dir}, func(c *poller.Config) {
 				c.Include = []string{"*"}
-				c.Decrypt = newDecrypter(t, false)
+				c.Decrypt = newDecrypterVerify(t, false, "")
 			})
 			put(t, dir, "remit.835.pgp", first)
 			h.poll(t)
@@ -140,6 +145,11 @@ func TestOpenPGPDrop(t *testing.T) {
 					!strings.Contains(got.LastError, (&pgp.Error{Reason: f.reason}).Error()) {
 					t.Errorf("%s: ledger %s %q, want rejected: %s", name, got.Status, got.LastError, f.reason)
 				}
+				// The ledger names the bytes refused (received, not plaintext).
+				if got.SHA256 != sum(f.body) || got.Size != int64(len(f.body)) {
+					t.Errorf("%s: ledger %s/%d, want the received bytes' %s/%d", name, got.SHA256, got.Size,
+						sum(f.body), len(f.body))
+				}
 				if strings.Contains(got.LastError, "CLP") {
 					t.Errorf("%s: the ledger holds content: %q", name, got.LastError)
 				}
@@ -175,6 +185,31 @@ func TestOpenPGPDrop(t *testing.T) {
 		}
 		if got := testutil.ToFloat64(h.m.FilesSkipped.WithLabelValues("acme", "incomplete")); got != 1 {
 			t.Errorf("skipped incomplete = %v", got)
+		}
+	})
+
+	// A compression bomb (a small message inflating past max_file_size)
+	// is rejected as too_large, not spooled whole.
+	t.Run("a compression bomb is rejected at max_file_size", func(t *testing.T) {
+		bomb := g.Encrypt(make([]byte, 8<<20), us, &acme, false)
+		dir := t.TempDir()
+		h := newHarness(t, local.Source{}, []string{dir}, func(c *poller.Config) {
+			c.Include = []string{"*"}
+			c.Decrypt = newDecrypter(t, true)
+			c.IncompleteGrace = -1
+			c.MaxFileSize = 1 << 20
+		})
+		if len(bomb) >= 1<<20 {
+			t.Fatalf("not a bomb: %d bytes", len(bomb))
+		}
+		put(t, dir, "bomb.835.pgp", bomb)
+		h.poll(t)
+		h.poll(t)
+		if c := h.counts(t); c.Files["rejected"] != 1 || len(c.Inbox) != 0 {
+			t.Errorf("counts %+v: want one rejected file", c)
+		}
+		if got := testutil.ToFloat64(h.m.FilesDecryptFailed.WithLabelValues("acme", pgp.ReasonTooLarge)); got != 1 {
+			t.Errorf("too_large = %v", got)
 		}
 	})
 }

@@ -172,6 +172,11 @@ func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m
 	if cfg.MaxFileSize <= 0 {
 		cfg.MaxFileSize = d.MaxFileSize
 	}
+	if cfg.Decrypt != nil {
+		// max_file_size bounds the plaintext too: a compression bomb is
+		// refused once it passes it, not spooled until the disk is full.
+		cfg.Decrypt = cfg.Decrypt.Limit(cfg.MaxFileSize)
+	}
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = d.MaxAttempts
 	}
@@ -504,7 +509,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 			continue
 		}
 		if e.Size > p.cfg.MaxFileSize {
-			p.record(ctx, c.ledger, e, inbox.FileRejected, fmt.Sprintf("larger than max_file_size (%d > %d bytes)", e.Size, p.cfg.MaxFileSize))
+			p.record(ctx, c.ledger, e, inbox.FileRejected, fmt.Sprintf("larger than max_file_size (%d > %d bytes)", e.Size, p.cfg.MaxFileSize), "")
 			p.m.FilesFailed.WithLabelValues(p.cfg.Name, "too_large").Inc()
 			st.Failed++
 			continue
@@ -845,7 +850,7 @@ func (p *Poller) refuse(ctx context.Context, c candidate, e Entry, fence inbox.F
 		}
 		return
 	}
-	p.record(ctx, c.ledger, e, inbox.FileRejected, "decrypt: "+err.Error())
+	p.record(ctx, c.ledger, e, inbox.FileRejected, "decrypt: "+err.Error(), sum)
 	log.Warn("file rejected: OpenPGP", zap.String("reason", reason), zap.String("sha256", sum), zap.Error(err))
 	p.postProcess(ctx, c, e, fence)
 }
@@ -1034,15 +1039,17 @@ func (p *Poller) fail(ctx context.Context, c candidate, stage string, err error,
 	}
 	p.m.FilesFailed.WithLabelValues(p.cfg.Name, stage).Inc()
 	msg := stage + ": " + err.Error()
-	p.record(ctx, c.ledger, c.e, status, msg)
+	p.record(ctx, c.ledger, c.e, status, msg, "")
 	log.Warn("file not ingested", zap.String("stage", stage), zap.Error(err), zap.Int("attempt", attempts),
 		zap.String("status", string(status)))
 }
 
 // record writes the ledger row of the file e, known as ledger.
-func (p *Poller) record(ctx context.Context, ledger string, e Entry, status inbox.FileStatus, msg string) {
+// sum, when known, is the SHA-256 of the bytes received ("" when none
+// were: the row never keeps an earlier version's).
+func (p *Poller) record(ctx context.Context, ledger string, e Entry, status inbox.FileStatus, msg, sum string) {
 	if _, err := p.st.RecordFileProblem(ctx, inbox.FileInfo{Source: p.cfg.Name, Path: ledger, Size: e.Size,
-		MTime: e.MTime, Now: p.now()}, status, msg); err != nil {
+		MTime: e.MTime, SHA256: sum, Now: p.now()}, status, msg); err != nil {
 		p.log.Error("ledger write failed", zap.String("path", ledger), zap.Error(err))
 	}
 }

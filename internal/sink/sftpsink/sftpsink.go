@@ -84,6 +84,13 @@ type SFTP struct {
 	mu   sync.Mutex
 	// leftovers are temporary files of failed uploads still to remove.
 	leftovers map[string]struct{}
+	// sealed keeps the message each effect was last sealed to (Encrypt),
+	// in the order sealed: a retry uploads the same bytes, so it
+	// recognises an earlier upload of its own (ours compares bytes, and
+	// sealing again draws a new session key). Bounded by maxSealed.
+	sealed      map[string][]byte
+	sealedOrder []string
+	sealedBytes int
 	// hook, when set, is called at stages of an upload ("opened",
 	// "written"), for tests of concurrent uploads.
 	hook func(stage string)
@@ -270,7 +277,7 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 		return sink.Result{Outcome: sink.Dead, Err: err.Error()}
 	}
 	if s.cfg.Encrypt != nil {
-		if body, err = s.cfg.Encrypt.Seal(body); err != nil {
+		if body, err = s.seal(msg.EffectKey, name, body); err != nil {
 			return sink.Result{Outcome: sink.Retry, Err: err.Error()}
 		}
 	}
@@ -283,6 +290,54 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 			Timeout: errors.Is(err, context.DeadlineExceeded)}
 	}
 	return sink.Result{Outcome: sink.Delivered}
+}
+
+// maxSealed and maxSealedBytes bound the sealed messages kept for
+// retries.
+const (
+	maxSealed      = 1000
+	maxSealedBytes = 64 << 20
+)
+
+// seal returns body sealed to the partner: the message an earlier attempt
+// of this effect sealed, when it had the same name and body, so that a
+// retry after an upload done but not recorded finds its own file (or
+// completes its own cut-off one) rather than a stranger's. The memory is
+// this process's: after a restart such a file is taken for another
+// effect's (ErrNameTaken) and left in place.
+func (s *SFTP) seal(effect, name string, body []byte) ([]byte, error) {
+	h := sha256.Sum256(body)
+	k := effect + "\x00" + name + "\x00" + hex.EncodeToString(h[:])
+	s.mu.Lock()
+	b, ok := s.sealed[k]
+	s.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := s.cfg.Encrypt.Seal(body)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.sealed[k]; ok {
+		// A concurrent attempt sealed it first: one message for both.
+		return prev, nil
+	}
+	if s.sealed == nil {
+		s.sealed = map[string][]byte{}
+	}
+	for len(s.sealedOrder) > 0 && (len(s.sealedOrder) >= maxSealed || s.sealedBytes+len(b) > maxSealedBytes) {
+		s.sealedBytes -= len(s.sealed[s.sealedOrder[0]])
+		delete(s.sealed, s.sealedOrder[0])
+		s.sealedOrder = s.sealedOrder[1:]
+	}
+	if len(b) <= maxSealedBytes {
+		s.sealed[k] = b
+		s.sealedOrder = append(s.sealedOrder, k)
+		s.sealedBytes += len(b)
+	}
+	return b, nil
 }
 
 // put writes body to final (through a temporary name unless Direct),

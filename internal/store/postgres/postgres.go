@@ -1224,14 +1224,15 @@ func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status 
 	var st inbox.FileState
 	var sts string
 	err := s.pool.QueryRow(ctx, `INSERT INTO remote_file (source, path, size, mtime, status, attempts, last_error,
-		correlation_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $8)
+		correlation_id, created_at, updated_at, sha256) VALUES ($1, $2, $3, $4, $5, 1, $6, $7, $8, $8, $9)
 		ON CONFLICT (source, path) DO UPDATE SET status = excluded.status, last_error = excluded.last_error,
+		sha256 = excluded.sha256,
 		attempts = CASE WHEN remote_file.size = excluded.size AND remote_file.mtime = excluded.mtime
 		                THEN remote_file.attempts + 1 ELSE 1 END,
 		size = excluded.size, mtime = excluded.mtime, correlation_id = excluded.correlation_id,
 		updated_at = excluded.updated_at
 		RETURNING size, mtime, sha256, status, attempts, last_error, post_done, updated_at`,
-		f.Source, f.Path, f.Size, f.MTime, string(status), lastError, f.CorrelationID, f.Now).Scan(
+		f.Source, f.Path, f.Size, f.MTime, string(status), lastError, f.CorrelationID, f.Now, f.SHA256).Scan(
 		&st.Size, &st.MTime, &st.SHA256, &sts, &st.Attempts, &st.LastError, &st.PostDone, &st.UpdatedAt)
 	st.Status = inbox.FileStatus(sts)
 	return st, err

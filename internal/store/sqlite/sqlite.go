@@ -1180,15 +1180,16 @@ func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status 
 	var st inbox.FileState
 	var sts string
 	var mtime, updated int64
-	err := s.db.QueryRowContext(ctx, `INSERT INTO remote_file (source, path, size, mtime, status, attempts, last_error,
-		correlation_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
+	err := s.db.QueryRowContext(ctx, `INSERT INTO remote_file (source, path, size, mtime, sha256, status, attempts,
+		last_error, correlation_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)
 		ON CONFLICT (source, path) DO UPDATE SET status = excluded.status, last_error = excluded.last_error,
+		sha256 = excluded.sha256,
 		attempts = CASE WHEN remote_file.size = excluded.size AND remote_file.mtime = excluded.mtime
 		                THEN remote_file.attempts + 1 ELSE 1 END,
 		size = excluded.size, mtime = excluded.mtime, correlation_id = excluded.correlation_id,
 		updated_at = excluded.updated_at
 		RETURNING size, mtime, sha256, status, attempts, last_error, post_done, updated_at`,
-		f.Source, f.Path, f.Size, us(f.MTime), string(status), lastError, f.CorrelationID, us(f.Now), us(f.Now)).Scan(
+		f.Source, f.Path, f.Size, us(f.MTime), f.SHA256, string(status), lastError, f.CorrelationID, us(f.Now), us(f.Now)).Scan(
 		&st.Size, &mtime, &st.SHA256, &sts, &st.Attempts, &st.LastError, &st.PostDone, &updated)
 	st.Status, st.MTime, st.UpdatedAt = inbox.FileStatus(sts), fromUS(mtime), fromUS(updated)
 	return st, err

@@ -759,6 +759,18 @@ func testLedger(t *testing.T, s store.Store) {
 	if st, _ := s.FileStates(ctx, "test", []string{"in/a.835"}); !st["in/a.835"].PostDone {
 		t.Error("post_done not recorded")
 	}
+	// A later version of in/a.835 refused: the row holds its SHA-256 (or
+	// none), never the ingested version's.
+	refused := inbox.FileInfo{Source: "test", Path: "in/a.835", Size: 5, MTime: t0.Add(time.Minute),
+		SHA256: "sha-refused", CorrelationID: "c2", Now: t0}
+	if st, err := s.RecordFileProblem(ctx, refused, inbox.FileRejected, "decrypt: corrupt"); err != nil ||
+		st.SHA256 != "sha-refused" {
+		t.Errorf("refused version: %+v %v", st, err)
+	}
+	refused.Size, refused.SHA256 = 6, ""
+	if st, err := s.RecordFileProblem(ctx, refused, inbox.FileRetrying, "reset"); err != nil || st.SHA256 != "" {
+		t.Errorf("version never received: %+v %v", st, err)
+	}
 	if other, _ := s.FileStates(ctx, "other", []string{"in/a.835"}); len(other) != 0 {
 		t.Errorf("another source's rows: %v", other)
 	}

@@ -606,16 +606,7 @@ func (c *Config) Validate() error {
 		names[s.Name] = true
 		switch s.Type {
 		case "sftp":
-			checkAddress(p+".address", s.Address, bad)
-			if s.User == "" {
-				bad(p+".user", "must be set for sftp", `""`)
-			}
-			if s.PrivateKeyFile == "" && s.PasswordFile == "" {
-				bad(p+".private_key_file", "sftp needs private_key_file or password_file", `""`)
-			}
-			if s.KnownHostsFile == "" {
-				bad(p+".known_hosts_file", "is required: unknown host keys are refused", `""`)
-			}
+			checkSFTPLogin(p, s.Address, s.User, s.PrivateKeyFile, s.PasswordFile, s.KnownHostsFile, bad)
 		case "local":
 		default:
 			bad(p+".type", "must be sftp or local", quote(s.Type))
@@ -816,16 +807,7 @@ func (c *Config) validateSFTPSink(p string, s Sink, bad func(path, rule string, 
 	if s.URL != "" {
 		bad(p+".url", "is for type http; an sftp sink has address and directory", quote(sink.RedactURL(s.URL)))
 	}
-	checkAddress(p+".address", s.Address, bad)
-	if s.User == "" {
-		bad(p+".user", "must be set for sftp", `""`)
-	}
-	if s.PrivateKeyFile == "" && s.PasswordFile == "" {
-		bad(p+".private_key_file", "sftp needs private_key_file or password_file", `""`)
-	}
-	if s.KnownHostsFile == "" {
-		bad(p+".known_hosts_file", "is required: unknown host keys are refused", `""`)
-	}
+	checkSFTPLogin(p, s.Address, s.User, s.PrivateKeyFile, s.PasswordFile, s.KnownHostsFile, bad)
 	if s.Directory == "" {
 		bad(p+".directory", "must name the directory files go to", `""`)
 	}
@@ -837,6 +819,22 @@ func (c *Config) validateSFTPSink(p string, s Sink, bad func(path, rule string, 
 	}
 	if s.Raw || s.SecretFile != "" || len(s.HeaderFiles) > 0 {
 		bad(p, "raw, secret_file and header_files are for type http", quote(s.Type))
+	}
+}
+
+// checkSFTPLogin checks what an SFTP source or sink at p connects with:
+// its address, a user, a key or password file, and known hosts (unknown
+// host keys are refused).
+func checkSFTPLogin(p, address, user, keyFile, passwordFile, knownHosts string, bad func(path, rule string, got any)) {
+	checkAddress(p+".address", address, bad)
+	if user == "" {
+		bad(p+".user", "must be set for sftp", `""`)
+	}
+	if keyFile == "" && passwordFile == "" {
+		bad(p+".private_key_file", "sftp needs private_key_file or password_file", `""`)
+	}
+	if knownHosts == "" {
+		bad(p+".known_hosts_file", "is required: unknown host keys are refused", `""`)
 	}
 }
 

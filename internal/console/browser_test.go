@@ -17,6 +17,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store/drivertest"
+	"github.com/ediwatch/ediwatch/internal/testenv"
 )
 
 // chromiumPath returns the headless Chromium the browser tests drive:
@@ -30,7 +31,7 @@ func chromiumPath(t *testing.T) string {
 		p, _ = exec.LookPath("chromium")
 	}
 	if p == "" {
-		if os.Getenv("CI") == "true" {
+		if testenv.InCI() {
 			t.Fatal("no chromium: run scripts/test.sh, which installs Debian's chromium")
 		}
 		t.Skip("no chromium (scripts/test.sh installs it)")

@@ -8,28 +8,39 @@ import (
 	"strings"
 )
 
-// keySansISA13 is the SQL expression of an inbox key with its seventh part
-// (the ISA13) taken out, "x12:P:ZZ:A:ZZ:B::A:B:1:837:0001" for
-// "x12:P:ZZ:A:ZZ:B:000000001:A:B:1:837:0001"; migration 0008 indexes it
-// (inbox_key_sans_isa13), and a query must write it the same way.
-var keySansISA13 = "substr(key, 1, " + colonAt(6) + ") || substr(key, " + colonAt(7) + ")"
-
-// colonAt returns the SQL expression of the position of the n-th ':' of
-// key (SQLite has no split function).
-func colonAt(n int) string {
-	if n == 1 {
-		return "instr(key, ':')"
+// keySansISA13 returns an inbox key with its seventh part (the ISA13)
+// taken out, "x12:P:ZZ:A:ZZ:B::A:B:1:837:0001" for
+// "x12:P:ZZ:A:ZZ:B:000000001:A:B:1:837:0001", as the column
+// key_sans_isa13 holds it (migration 0011; index inbox_key_sans_isa13); nil
+// for a key of fewer than seven parts, which no lookup asks for.
+func keySansISA13(key string) any {
+	sixth, seventh := -1, -1
+	n := 0
+	for i := 0; i < len(key); i++ {
+		if key[i] != ':' {
+			continue
+		}
+		n++
+		if n == 6 {
+			sixth = i
+		}
+		if n == 7 {
+			seventh = i
+			break
+		}
 	}
-	p := colonAt(n - 1)
-	return "(" + p + " + instr(substr(key, " + p + " + 1), ':'))"
+	if seventh < 0 {
+		return nil
+	}
+	return key[:sixth+1] + key[seventh:]
 }
 
 // setKeyQuery returns the query of SetKey and its arguments: one equality
-// on keySansISA13 when prefix is the six key parts a 999's lookup gives,
+// on key_sans_isa13 when prefix is the six key parts a 999's lookup gives,
 // else a range of the primary key.
 func setKeyQuery(prefix, suffix string) (string, []any) {
 	if suffix != "" && strings.Count(prefix, ":") == 6 && strings.HasSuffix(prefix, ":") && strings.HasPrefix(suffix, ":") {
-		return `SELECT key FROM inbox WHERE ` + keySansISA13 + ` = ?1 || ?2 AND status = 'processed'
+		return `SELECT key FROM inbox WHERE key_sans_isa13 = ?1 || ?2 AND status = 'processed'
 			AND length(key) > length(?1) + length(?2) ORDER BY created_at DESC LIMIT 1`, []any{prefix, suffix}
 	}
 	return `SELECT key FROM inbox

@@ -327,10 +327,10 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	}
 	now := us(f.Now)
 	ins, err := in.exec(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, reason, summary,
-		source, path, file_sha256, correlation_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+		source, path, file_sha256, correlation_id, created_at, updated_at, key_sans_isa13)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
 		r.Key, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source, f.Path, f.SHA256,
-		f.CorrelationID, now, now)
+		f.CorrelationID, now, now, keySansISA13(r.Key))
 	if err != nil {
 		return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
 	}
@@ -495,7 +495,8 @@ func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey
 	ins, err := in.exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
 		correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
-		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, string(e.Payload), now, now, now, e.Hash)
+		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, outbox.PackPayload(e.Payload), now, now, now,
+		e.Hash)
 	if err != nil {
 		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
 	}
@@ -597,12 +598,14 @@ type scanner interface{ Scan(...any) error }
 
 func scanRow(row scanner) (outbox.Row, error) {
 	var r outbox.Row
-	var payload string
+	var payload []byte
 	var next, leaseExp, created, updated, ageFrom int64
 	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
 		&r.Status, &r.Attempts, &next, &r.LeaseToken, &leaseExp, &r.LastError, &r.LastStatus, &created, &updated,
 		&ageFrom, &r.LastResponse, &r.ErrorHistory)
-	r.Payload = json.RawMessage(payload)
+	if err == nil {
+		r.Payload, err = outbox.UnpackPayload(payload)
+	}
 	r.NextAttemptAt, r.LeaseExpiresAt, r.CreatedAt, r.UpdatedAt = fromUS(next), fromUS(leaseExp), fromUS(created), fromUS(updated)
 	r.AgeFrom = fromUS(ageFrom)
 	return r, err
@@ -869,7 +872,7 @@ func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, now t
 			correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
 			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ?, 'delivery.dead:' || id, '',
 				correlation_id, ?, ?, ?, ?, '' FROM outbox WHERE id = ?
-			ON CONFLICT (effect_key) DO NOTHING`, ev.Sink, string(ev.Payload), us(now), us(now), us(now), id); err != nil {
+			ON CONFLICT (effect_key) DO NOTHING`, ev.Sink, outbox.PackPayload(ev.Payload), us(now), us(now), us(now), id); err != nil {
 			return fmt.Errorf("delivery.dead event: %w", err)
 		}
 	}
@@ -1250,9 +1253,12 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	}
 	f.Enqueued, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
-		var payload string
-		err := r.Scan(&e.EffectKey, &e.Status, &payload)
-		e.Payload = json.RawMessage(payload)
+		var payload []byte
+		if err := r.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
+			return e, err
+		}
+		var err error
+		e.Payload, err = outbox.UnpackPayload(payload)
 		return e, err
 	})
 	if err != nil {

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -205,5 +207,67 @@ func TestSynchronousFull(t *testing.T) {
 			c.Close()
 		}
 		s.Close()
+	}
+}
+
+// TestPayloadsArePackedAndRowsStoredBeforeStillRead: an effect's payload is
+// stored packed (outbox.PackPayload: a large remittance's rows in a
+// fraction of the bytes), every reader gets the JSON back, and a row
+// stored as plain JSON before payloads were packed reads as it was.
+func TestPayloadsArePackedAndRowsStoredBeforeStillRead(t *testing.T) {
+	s := newStore(t).(*Store)
+	ctx := context.Background()
+	now := time.Now()
+	payload := []byte(`{"amount":"600.00","claims":[` + strings.Repeat(`{"charge":"100.00","paid":"75.00"},`, 20) +
+		`{"charge":"1.00"}]}`)
+	ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "s", Path: "p", SHA256: "f", CorrelationID: "c", Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ing.AddSet(ctx, inbox.SetRecord{Key: "x12:K1", ContentHash: "h", Type: "835", Effects: []outbox.Effect{{
+		Kind: "payment.posted", Key: "payment:1", OrderingKey: "o1", Sink: "ledger", Payload: payload, Hash: "e"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ing.Commit(ctx, inbox.FileIngested, ""); err != nil {
+		t.Fatal(err)
+	}
+	var stored []byte
+	if err := s.db.QueryRowContext(ctx, "SELECT payload FROM outbox WHERE effect_key = 'payment:1'").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) == 0 || stored[0] == '{' || len(stored) >= len(payload) {
+		t.Fatalf("stored %d bytes starting %q for a payload of %d", len(stored), stored[:1], len(payload))
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
+		payload, next_attempt_at, created_at, updated_at) VALUES ('payment:old', 'payment.posted', 'ledger', 'o2', 'c',
+		'{"amount":"1.00"}', 1, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Claim(ctx, now.Add(time.Second), nil, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.EffectKey] = string(r.Payload)
+	}
+	if got["payment:1"] != string(payload) || got["payment:old"] != `{"amount":"1.00"}` {
+		t.Fatalf("claimed payloads %q", got)
+	}
+	f, err := s.ReconcileFacts(ctx, time.Unix(0, 0), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, e := range f.Enqueued {
+		if e.EffectKey == "payment:1" {
+			read++
+			if string(e.Payload) != string(payload) {
+				t.Fatalf("reconcile reads payload %q", e.Payload)
+			}
+		}
+	}
+	if read != 1 {
+		t.Fatalf("reconcile read the packed payment %d times", read)
 	}
 }

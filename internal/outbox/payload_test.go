@@ -1,0 +1,54 @@
+package outbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+func TestPackedPayloadReadsBackExactly(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := rapid.SliceOf(rapid.Byte()).Draw(t, "payload")
+		packed := PackPayload(p)
+		if len(p) > 0 && packed[0] != packedTag {
+			t.Fatalf("packed payload starts with %#x", packed[0])
+		}
+		got, err := UnpackPayload(packed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, p) {
+			t.Fatalf("read back %q, want %q", got, p)
+		}
+	})
+}
+
+func TestPayloadStoredBeforePackingReadsAsStored(t *testing.T) {
+	for _, p := range []string{`{"amount":"600.00"}`, `[1,2]`, `"x"`, ` {"a":1}`, ``} {
+		got, err := UnpackPayload([]byte(p))
+		if err != nil || string(got) != p {
+			t.Fatalf("UnpackPayload(%q) = %q, %v", p, got, err)
+		}
+	}
+}
+
+func TestPackedPayloadIsSmaller(t *testing.T) {
+	claim := map[string]any{"patient_control_number": "PCN1-1", "charge": "100.00", "paid": "75.00",
+		"lines": []map[string]string{{"procedure_qualifier": "HC", "procedure": "99213", "charge": "100.00"}}}
+	claims := make([]any, 8)
+	for i := range claims {
+		claims[i] = claim
+	}
+	p, _ := json.Marshal(map[string]any{"claims": claims})
+	if n := len(PackPayload(p)); n*3 > len(p) {
+		t.Fatalf("a payload of 8 alike claims packs to %d of %d bytes", n, len(p))
+	}
+}
+
+func TestCorruptPackedPayloadIsAnError(t *testing.T) {
+	if _, err := UnpackPayload([]byte{packedTag, 0xff, 0xff, 0xff}); err == nil {
+		t.Fatal("a corrupt packed payload read without error")
+	}
+}

@@ -103,7 +103,7 @@ func TestSinksShowRecentSuccessRateAndLatency(t *testing.T) {
 				t.Fatalf("%s: no ledger row:\n%s", p, body)
 			}
 			ledger, _, _ = strings.Cut(ledger, "</tr>")
-			want := `<td class="n">2</td><td class="n"><span class="badge bad">50.0%</span></td><td>12ms / 340ms</td>`
+			want := `<td class="n">2</td><td class="n recent-ok"><span class="badge bad">50.0%</span></td><td>12ms / 340ms</td>`
 			if !strings.Contains(ledger, want) {
 				t.Errorf("%s: ledger row lacks %q:\n%s", p, want, ledger)
 			}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -46,15 +47,17 @@ func newConsole(cfg config.Config, st store.Store, breakers func() map[string]st
 		}
 	}
 	var sources, sinks []string
+	intervals := map[string]time.Duration{}
 	for _, s := range cfg.Sources {
 		sources = append(sources, s.Name)
+		intervals[s.Name] = s.PollInterval.D()
 	}
 	for name := range cfg.Sinks {
 		sinks = append(sinks, name)
 	}
 	slices.Sort(sinks)
 	h, err := console.New(console.Config{ViewerToken: viewer, AdminToken: admin, Sources: sources, Sinks: sinks,
-		Breakers: breakers, Secure: cc.TLS()}, st, log.Named("console"))
+		PollIntervals: intervals, Breakers: breakers, Secure: cc.TLS()}, st, log.Named("console"))
 	if err != nil {
 		return nil, err
 	}

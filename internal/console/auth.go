@@ -2,12 +2,14 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,12 +38,103 @@ func (r role) String() string {
 // sessionCookie names the session cookie.
 const sessionCookie = "ediwatch_console"
 
-// session is a signed-in browser: its role, CSRF token and expiry. The
-// cookie holds only the random id.
+// A session is a signed cookie every replica verifies alone, with no
+// session kept in memory: "v1.{role}.{expiry, unix seconds}.{random
+// id}.{HMAC-SHA256 of what precedes}". The key signing a role's sessions
+// is derived from that role's token, so replicas reading the same token
+// files agree, and rotating a token ends the sessions signed with it
+// (the other role's stay). The CSRF token is an HMAC of the id under the
+// same key. Signing out records the id in the store until its expiry
+// (store.SessionRevoker), so it ends on every replica.
+const sessionVersion = "v1"
+
+// session is a verified session cookie.
 type session struct {
 	role    role
-	csrf    string
+	id      string
 	expires time.Time
+}
+
+// sessionKeys derives the key of each role's sessions from its token.
+func sessionKeys(viewer, admin string) map[role][]byte {
+	derive := func(token string) []byte {
+		m := hmac.New(sha256.New, []byte(token))
+		m.Write([]byte("ediwatch console session key"))
+		return m.Sum(nil)
+	}
+	keys := map[role][]byte{roleViewer: derive(viewer)}
+	if admin != "" {
+		keys[roleAdmin] = derive(admin)
+	}
+	return keys
+}
+
+func (c *Console) mac(rl role, msg string) string {
+	m := hmac.New(sha256.New, c.keys[rl])
+	m.Write([]byte(msg))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// newSession returns the cookie value of a new session of rl.
+func (c *Console) newSession(rl role, now time.Time) string {
+	body := strings.Join([]string{sessionVersion, rl.String(), strconv.FormatInt(now.Add(c.cfg.SessionTTL).Unix(), 10),
+		randomHex(16)}, ".")
+	return body + "." + c.mac(rl, body)
+}
+
+// verifySession checks a cookie value's form, signature (in constant
+// time) and expiry; it does not ask the store about revocation.
+func (c *Console) verifySession(v string, now time.Time) (session, bool) {
+	parts := strings.Split(v, ".")
+	if len(parts) != 5 || parts[0] != sessionVersion {
+		return session{}, false
+	}
+	var rl role
+	switch parts[1] {
+	case roleViewer.String():
+		rl = roleViewer
+	case roleAdmin.String():
+		rl = roleAdmin
+	}
+	if _, ok := c.keys[rl]; !ok {
+		return session{}, false
+	}
+	exp, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return session{}, false
+	}
+	want := c.mac(rl, strings.Join(parts[:4], "."))
+	if !hmac.Equal([]byte(parts[4]), []byte(want)) {
+		return session{}, false
+	}
+	s := session{role: rl, id: parts[3], expires: time.Unix(exp, 0)}
+	// A session never outlives its TTL, whatever a key's earlier holder
+	// signed.
+	if !now.Before(s.expires) || s.expires.After(now.Add(c.cfg.SessionTTL)) {
+		return session{}, false
+	}
+	return s, true
+}
+
+// csrfOf is a session's CSRF token.
+func (c *Console) csrfOf(s session) string { return c.mac(s.role, "csrf."+s.id) }
+
+// cookieSession returns r's session cookie's session, when one is valid
+// and not signed out.
+func (c *Console) cookieSession(r *http.Request) (session, bool, error) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return session{}, false, nil
+	}
+	s, ok := c.verifySession(ck.Value, c.cfg.Now())
+	if !ok {
+		return session{}, false, nil
+	}
+	revoked, err := c.st.SessionRevoked(r.Context(), s.id)
+	if err != nil {
+		return session{}, false, err
+	}
+	return s, !revoked, nil
 }
 
 // limiter is one remote address's sign-in budget.
@@ -180,39 +273,33 @@ func (c *Console) allowBearer(r *http.Request, wrong bool) bool {
 
 // authenticate returns the caller of r: a bearer token when the request
 // carries one (a wrong one is refused, not downgraded), else the session
-// of its cookie. ok is false for a wrong bearer token.
-func (c *Console) authenticate(r *http.Request) (w who, ok bool) {
+// of its cookie. ok is false for a wrong bearer token; err is the store's
+// when it could not say whether the session was signed out.
+func (c *Console) authenticate(r *http.Request) (w who, ok bool, err error) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		tok, found := strings.CutPrefix(h, "Bearer ")
 		if !found {
-			return who{}, false
+			return who{}, false, nil
 		}
 		rl := c.roleOf(strings.TrimSpace(tok))
-		return who{role: rl}, rl != roleNone
+		return who{role: rl}, rl != roleNone, nil
 	}
-	ck, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return who{}, true
+	s, valid, err := c.cookieSession(r)
+	if err != nil || !valid {
+		return who{}, true, err
 	}
-	now := c.cfg.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, found := c.sessions[ck.Value]
-	if !found {
-		return who{}, true
-	}
-	if !now.Before(s.expires) {
-		delete(c.sessions, ck.Value)
-		return who{}, true
-	}
-	return who{role: s.role, csrf: s.csrf}, true
+	return who{role: s.role, csrf: c.csrfOf(s)}, true, nil
 }
 
 // auth wraps h: the caller must have at least need, and a state-changing
 // request of a session must carry the session's CSRF token.
 func (c *Console) auth(need role, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller, ok := c.authenticate(r)
+		caller, ok, err := c.authenticate(r)
+		if err != nil {
+			c.fail(w, err)
+			return
+		}
 		if r.Header.Get("Authorization") != "" && !c.allowBearer(r, !ok) {
 			http.Error(w, "too many attempts; wait a minute", http.StatusTooManyRequests)
 			return
@@ -264,32 +351,36 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusUnauthorized, "signin", signInData{Error: "Wrong token."})
 		return
 	}
-	id, now := randomHex(32), c.cfg.Now()
-	c.mu.Lock()
 	// A browser signing in again gets a new session; the one its cookie
 	// held ends rather than living on beside it.
-	if ck, err := r.Cookie(sessionCookie); err == nil {
-		delete(c.sessions, ck.Value)
+	if !c.endSession(w, r) {
+		return
 	}
-	for k, s := range c.sessions {
-		if !now.Before(s.expires) {
-			delete(c.sessions, k)
-		}
-	}
-	c.sessions[id] = &session{role: rl, csrf: randomHex(32), expires: now.Add(c.cfg.SessionTTL)}
-	c.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: c.cfg.Secure,
-		SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL / time.Second)})
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: c.newSession(rl, c.cfg.Now()), Path: "/", HttpOnly: true,
+		Secure: c.cfg.Secure, SameSite: http.SameSiteStrictMode, MaxAge: int(c.cfg.SessionTTL / time.Second)})
 	c.log.Info("console sign-in", zapRemote(r), zapRole(rl))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// signOut ends the caller's session.
+// endSession signs out the session r's cookie holds, if any is valid,
+// on every replica; false when the store failed (the answer is written).
+func (c *Console) endSession(w http.ResponseWriter, r *http.Request) bool {
+	s, valid, err := c.cookieSession(r)
+	if err == nil && valid {
+		err = c.st.RevokeSession(r.Context(), s.id, s.expires, c.cfg.Now())
+	}
+	if err != nil {
+		c.fail(w, err)
+		return false
+	}
+	return true
+}
+
+// signOut ends the caller's session, in the store for every replica and
+// in the browser (its cookie cleared).
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
-	if ck, err := r.Cookie(sessionCookie); err == nil {
-		c.mu.Lock()
-		delete(c.sessions, ck.Value)
-		c.mu.Unlock()
+	if !c.endSession(w, r) {
+		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: c.cfg.Secure,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/ediwatch/ediwatch/internal/console"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
@@ -108,7 +109,15 @@ func TestBrowser(t *testing.T) {
 	rc, rows := deadLetters(t, st)
 	pay := rowOfKind(t, rows, "payment.posted")
 	id := strconv.FormatInt(pay.ID, 10)
-	srv := serve(t, st, nil)
+	// The poller holding the drop's lease recorded a good poll, then a
+	// failed one.
+	for i, msg := range []string{"", "list: connection reset by peer"} {
+		at := time.Now().UTC().Add(time.Duration(i-2) * time.Minute)
+		if err := st.RecordPoll(context.Background(), "test", "/outbound/835", "replica-1", at, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := serve(t, st, func(c *console.Config) { c.PollIntervals = map[string]time.Duration{"test": time.Minute} })
 	tab := newBrowserTab(t)
 
 	var text string
@@ -168,6 +177,22 @@ func TestBrowser(t *testing.T) {
 	} {
 		run(t, tab, p.path, chromedp.Navigate(srv.URL+p.path), chromedp.WaitVisible(chromedp.CSS(p.wait)))
 		screenshot(t, tab, p.shot)
+	}
+	// The overview's poll status per source and recent attempts per sink
+	// (the receiver answered 400 to every one).
+	var polls, pollErrors string
+	var okShares []string
+	run(t, tab, "overview fields", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("td.polls")),
+		into(&polls, chromedp.Text(chromedp.CSS("td.polls"))), into(&pollErrors, chromedp.Text(chromedp.CSS("td.pollerrors"))),
+		into(&okShares, chromedp.Evaluate[[]string](`[...document.querySelectorAll("td.recent-ok")].map(e => e.textContent)`)))
+	if !strings.Contains(polls, "/outbound/835") || !strings.Contains(polls, "ago, failed") {
+		t.Errorf("overview last poll: %q", polls)
+	}
+	if !strings.Contains(pollErrors, "1") || !strings.Contains(pollErrors, "last: list: connection reset by peer") {
+		t.Errorf("overview poll errors: %q", pollErrors)
+	}
+	if len(okShares) != 2 || okShares[0] != "0.0%" || okShares[1] != "0.0%" {
+		t.Errorf("overview 2xx of the last hour per sink: %q", okShares)
 	}
 	run(t, tab, "style", into(&bg, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("header")).backgroundColor`)))
 	if bg != "rgb(22, 32, 43)" {

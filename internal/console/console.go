@@ -55,6 +55,8 @@ type Store interface {
 	store.Reconciler
 	store.ActivityReader
 	store.LeaseReader
+	store.ConsoleReader
+	store.SessionRevoker
 	inbox.FileBrowser
 }
 
@@ -67,6 +69,9 @@ type Config struct {
 	// Sources and Sinks are the configured names, shown even before the
 	// store holds anything of theirs.
 	Sources, Sinks []string
+	// PollIntervals are the sources' poll intervals: a directory whose
+	// last poll is older than three of them is shown as stale.
+	PollIntervals map[string]time.Duration
 	// Breakers, when set, returns each sink's circuit breaker state in
 	// this process (outbox.Relay.BreakerStates).
 	Breakers func() map[string]string
@@ -91,8 +96,10 @@ type Console struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 
+	// keys sign each role's session cookies.
+	keys map[role][]byte
+
 	mu       sync.Mutex
-	sessions map[string]*session
 	limiters map[string]*limiter
 }
 
@@ -116,7 +123,7 @@ func New(cfg Config, st Store, log *zap.Logger) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Console{cfg: cfg, st: st, log: log, sessions: map[string]*session{}, limiters: map[string]*limiter{}}
+	c := &Console{cfg: cfg, st: st, log: log, keys: sessionKeys(cfg.ViewerToken, cfg.AdminToken), limiters: map[string]*limiter{}}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}

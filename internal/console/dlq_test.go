@@ -261,6 +261,12 @@ func TestNoPatientDataOnAnyPage(t *testing.T) {
 		if _, err := st.DisableSink(context.Background(), "acks", "gone", "relay", time.Now(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
+		// The overview's poll status and every sink's recent attempts (the
+		// receiver's 400s) are on the pages too.
+		if err := st.RecordPoll(context.Background(), "test", "/outbound/835", "replica-1", time.Now(),
+			"list: connection reset by peer"); err != nil {
+			t.Fatal(err)
+		}
 		srv := serve(t, st, nil)
 		b := newBrowser(t, srv)
 		b.signIn(adminToken)
@@ -297,6 +303,14 @@ func TestNoPatientDataOnAnyPage(t *testing.T) {
 		}
 		if digests == 0 {
 			t.Fatal("no claim rows: the test proves nothing")
+		}
+		for p, want := range map[string][]string{"/": {"last: list: connection reset by peer", "0.0%"},
+			"/sinks": {"0.0%"}, "/files": {"1 processed"}} {
+			for _, w := range want {
+				if !strings.Contains(pages[p], w) {
+					t.Errorf("%s lacks %q: the new fields are not covered", p, w)
+				}
+			}
 		}
 		for p, body := range pages {
 			if len(body) < 200 {

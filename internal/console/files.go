@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,7 +45,7 @@ type filesFilter struct {
 type filesData struct {
 	Filter    filesFilter
 	Error     string
-	Files     []inbox.FileRow
+	Files     []fileRowView
 	Truncated bool
 	Sources   []string
 	Statuses  []string
@@ -70,8 +71,62 @@ func (c *Console) files(w http.ResponseWriter, r *http.Request) {
 	if len(rows) > listLimit {
 		rows, data.Truncated = rows[:listLimit], true
 	}
-	data.Files = rows
+	// The page's sets by outcome, in one reading for every row.
+	ids := make([]string, 0, len(rows))
+	for _, f := range rows {
+		if f.CorrelationID != "" {
+			ids = append(ids, f.CorrelationID)
+		}
+	}
+	outcomes, err := c.st.FileOutcomes(r.Context(), ids)
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	for _, f := range rows {
+		v := fileRowView{FileRow: f}
+		if f.CorrelationID != "" {
+			v.Outcomes = viewOutcomes(outcomes[f.CorrelationID])
+		}
+		data.Files = append(data.Files, v)
+	}
 	c.render(w, r, http.StatusOK, "files", data)
+}
+
+// fileRowView is a ledger row with its last arrival's sets by outcome.
+type fileRowView struct {
+	inbox.FileRow
+	Outcomes []outcomeCount
+}
+
+type outcomeCount struct {
+	Outcome string
+	N       int
+	// OK: a set processed, or seen again without conflict.
+	OK bool
+}
+
+// outcomeRank orders the outcomes a row lists; others follow by name.
+func outcomeRank(k string) int {
+	order := [...]string{"processed", "duplicate", "business_duplicate", "rejected", "conflict", "effect_conflict"}
+	if i := slices.Index(order[:], k); i >= 0 {
+		return i
+	}
+	return len(order)
+}
+
+func viewOutcomes(m map[string]int) []outcomeCount {
+	out := make([]outcomeCount, 0, len(m))
+	for k, n := range m {
+		out = append(out, outcomeCount{Outcome: k, N: n, OK: k == "processed" || k == "duplicate" || k == "business_duplicate"})
+	}
+	slices.SortFunc(out, func(a, b outcomeCount) int {
+		if d := outcomeRank(a.Outcome) - outcomeRank(b.Outcome); d != 0 {
+			return d
+		}
+		return strings.Compare(a.Outcome, b.Outcome)
+	})
+	return out
 }
 
 func parseFileFilter(q url.Values, now time.Time) (inbox.FileFilter, error) {

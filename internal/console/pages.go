@@ -417,11 +417,47 @@ type sinkView struct {
 	// Breaker is the sink's circuit breaker in this process: closed,
 	// half-open or open; empty when unknown.
 	Breaker string
+	// Recent are the sink's delivery attempts of the last
+	// attemptWindow, by every replica.
+	Recent recentAttempts
 }
 
-// sinkViews joins the configured sinks, the outbox counts and the sink
-// states, by name.
-func (c *Console) sinkViews(r *http.Request, act store.Activity) ([]sinkView, error) {
+// attemptWindow is how far back the sinks' recent attempts go.
+const attemptWindow = time.Hour
+
+// recentAttempts is a sink's attempts of the last attemptWindow.
+type recentAttempts struct {
+	Attempts int
+	// OKPercent is the share answered 2xx, rounded down to a tenth.
+	OKPercent string
+	// Healthy: every attempt answered 2xx.
+	Healthy  bool
+	P50, P95 string
+}
+
+func viewRecent(a store.AttemptStats) recentAttempts {
+	if a.Attempts == 0 {
+		return recentAttempts{}
+	}
+	tenths := a.OK * 1000 / a.Attempts
+	return recentAttempts{Attempts: a.Attempts, OKPercent: fmt.Sprintf("%d.%d%%", tenths/10, tenths%10),
+		Healthy: a.OK == a.Attempts, P50: latency(a.P50), P95: latency(a.P95)}
+}
+
+// latency formats an attempt's latency: 850µs, 42ms, 1.2s.
+func latency(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+// sinkViews joins the configured sinks, the outbox counts, the sink
+// states and the recent attempts, by name.
+func (c *Console) sinkViews(r *http.Request, act store.Activity, recent []store.AttemptStats) ([]sinkView, error) {
 	now := c.cfg.Now()
 	stats, err := c.st.Stats(r.Context(), now)
 	if err != nil {
@@ -459,6 +495,9 @@ func (c *Console) sinkViews(r *http.Request, act store.Activity) ([]sinkView, er
 	for name, n := range act.Delivered {
 		get(name).Delivered24h = n
 	}
+	for _, a := range recent {
+		get(a.Sink).Recent = viewRecent(a)
+	}
 	out := make([]sinkView, 0, len(by))
 	for _, v := range by {
 		out = append(out, *v)
@@ -468,12 +507,18 @@ func (c *Console) sinkViews(r *http.Request, act store.Activity) ([]sinkView, er
 }
 
 func (c *Console) sinks(w http.ResponseWriter, r *http.Request) {
-	act, err := c.st.Activity(r.Context(), c.cfg.Now().Add(-24*time.Hour))
+	now := c.cfg.Now()
+	act, err := c.st.Activity(r.Context(), now.Add(-24*time.Hour))
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	views, err := c.sinkViews(r, act)
+	recent, err := c.st.AttemptStats(r.Context(), now.Add(-attemptWindow))
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	views, err := c.sinkViews(r, act, recent)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -492,7 +537,7 @@ func (c *Console) sinkAct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, verb := r.PathValue("name"), path.Base(r.URL.Path)
-	views, err := c.sinkViews(r, store.Activity{})
+	views, err := c.sinkViews(r, store.Activity{}, nil)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -543,6 +588,25 @@ type sourceView struct {
 	Today map[string]int
 	// Leases are the source's directory leases: who polls each.
 	Leases []leaseView
+	// Polls are its directories' last polls, as their lease holders
+	// recorded them; none before the first.
+	Polls []pollView
+	// ErrorsToday counts its directories' failed polls today (UTC);
+	// LastError is the newest failure's message, at LastErrorAt.
+	ErrorsToday int
+	LastError   string
+	LastErrorAt time.Time
+	ErrorAge    time.Duration
+}
+
+type pollView struct {
+	Directory string
+	At        time.Time
+	Age       time.Duration
+	// Stale: older than three poll intervals (when the interval is known).
+	Stale bool
+	// Failed: the last poll failed.
+	Failed bool
 }
 
 type leaseView struct {
@@ -587,6 +651,16 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, err)
 		return
 	}
+	polls, err := c.st.PollStatuses(r.Context())
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	for _, p := range polls {
+		if !slices.Contains(names, p.Source) {
+			names = append(names, p.Source)
+		}
+	}
 	today := now.UTC().Format(time.DateOnly)
 	for _, f := range rep.Files {
 		if !slices.Contains(names, f.Source) {
@@ -611,6 +685,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		if !v.LastFile.IsZero() {
 			v.Age = now.Sub(v.LastFile)
 		}
+		c.addPolls(&v, polls, now)
 		data.Sources = append(data.Sources, v)
 	}
 	act, err := c.st.Activity(r.Context(), now.Add(-chartHours*time.Hour))
@@ -619,7 +694,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.Files, data.Delivered = hourCharts(act.Hours, now)
-	if data.Sinks, err = c.sinkViews(r, act); err != nil {
+	recent, err := c.st.AttemptStats(r.Context(), now.Add(-attemptWindow))
+	if err != nil {
+		c.fail(w, err)
+		return
+	}
+	if data.Sinks, err = c.sinkViews(r, act, recent); err != nil {
 		c.fail(w, err)
 		return
 	}
@@ -630,4 +710,23 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c.render(w, r, http.StatusOK, "overview", data)
+}
+
+// addPolls fills v's poll columns from the recorded polls of its
+// directories.
+func (c *Console) addPolls(v *sourceView, polls []store.PollStatus, now time.Time) {
+	interval := c.cfg.PollIntervals[v.Name]
+	for _, p := range polls {
+		if p.Source != v.Name {
+			continue
+		}
+		pv := pollView{Directory: p.Directory, At: p.LastPollAt, Age: now.Sub(p.LastPollAt),
+			Failed: p.LastErrorAt.Equal(p.LastPollAt) && p.LastError != ""}
+		pv.Stale = interval > 0 && pv.Age > 3*interval
+		v.Polls = append(v.Polls, pv)
+		v.ErrorsToday += p.ErrorsToday(now)
+		if p.LastError != "" && p.LastErrorAt.After(v.LastErrorAt) {
+			v.LastError, v.LastErrorAt, v.ErrorAge = p.LastError, p.LastErrorAt, now.Sub(p.LastErrorAt)
+		}
+	}
 }

@@ -122,7 +122,7 @@ func BenchmarkSteadyStatePoll20k(b *testing.B) {
 	// Each poll is paired with a ReadDir right before or after it (in
 	// turn), and the ratio is the median of the pairs' ratios: the two
 	// cores are shared, and a pair sees the same load.
-	var polls, reads, lists []time.Duration
+	var polls, reads, lists, records []time.Duration
 	var pairs []float64
 	for b.Loop() {
 		for i := range 15 {
@@ -150,6 +150,12 @@ func BenchmarkSteadyStatePoll20k(b *testing.B) {
 			}
 			polls, reads = append(polls, poll), append(reads, read)
 			pairs = append(pairs, poll.Seconds()/read.Seconds())
+			// The poll status each poll records (one upsert), alone.
+			start := time.Now()
+			if err := e.st.RecordPoll(ctx, "bench", e.drop, "bench-holder", time.Now(), ""); err != nil {
+				b.Fatal(err)
+			}
+			records = append(records, time.Since(start))
 			lists = append(lists, e.sftpBatch(b, "ls -l "+e.drop+"\n"))
 		}
 	}
@@ -161,6 +167,8 @@ func BenchmarkSteadyStatePoll20k(b *testing.B) {
 	b.ReportMetric(ms(lm), "sftp-ls-l-ms")
 	b.ReportMetric(pairs[len(pairs)/2], "ratio-vs-readdir")
 	b.ReportMetric(pm.Seconds()/lm.Seconds(), "ratio")
+	b.ReportMetric(ms(median(records)), "record-poll-ms")
+	b.ReportMetric(median(records).Seconds()/pm.Seconds(), "record-poll-share")
 }
 
 // bareSFTP opens a pkg/sftp client of its own to the benchmark's sshd, as

@@ -57,6 +57,7 @@ type Store interface {
 	inbox.Ledger
 	store.Leases
 	inbox.Ingester
+	store.PollRecorder
 }
 
 // Config is one source's polling configuration.
@@ -322,21 +323,47 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	token, ok, err := p.renew(ctx, lease)
 	if err != nil {
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
-		return st, fmt.Errorf("lease: %w", err)
+		err = fmt.Errorf("lease: %w", err)
+		p.recordPoll(ctx, dir, err)
+		return st, err
 	} else if !ok {
 		return st, nil // another replica polls this directory
 	}
 	fence := inbox.Fence{Name: lease, Token: token}
-	ctx, cancel := context.WithCancelCause(ctx)
+	pctx, cancel := context.WithCancelCause(ctx)
 	heartbeat := make(chan struct{})
 	defer func() { <-heartbeat }()
 	defer cancel(nil)
-	go p.keepLease(ctx, fence, cancel, heartbeat)
-	st, err = p.pollLeased(ctx, dir, fence)
-	if cause := context.Cause(ctx); errors.Is(cause, errLeaseLost) {
-		return st, cause
+	go p.keepLease(pctx, fence, cancel, heartbeat)
+	st, err = p.pollLeased(pctx, dir, fence)
+	if cause := context.Cause(pctx); errors.Is(cause, errLeaseLost) {
+		err = cause
 	}
+	p.recordPoll(ctx, dir, err)
 	return st, err
+}
+
+// maxPollError bounds the poll error the store keeps.
+const maxPollError = 500
+
+// recordPoll records the end of a poll of dir in the store, for every
+// replica's console: one statement per poll. pollErr is the error the
+// poll is logged with (no secret, no patient data). A poll cut short by
+// ctx (a shutdown) is not recorded.
+func (p *Poller) recordPoll(ctx context.Context, dir string, pollErr error) {
+	if ctx.Err() != nil {
+		return
+	}
+	msg := ""
+	if pollErr != nil {
+		msg = strings.ToValidUTF8(pollErr.Error(), "\uFFFD")
+		if len(msg) > maxPollError {
+			msg = strings.ToValidUTF8(msg[:maxPollError], "")
+		}
+	}
+	if err := p.st.RecordPoll(ctx, p.cfg.Name, dir, p.cfg.Holder, p.now(), msg); err != nil && ctx.Err() == nil {
+		p.log.Warn("record poll", zap.String("directory", dir), zap.Error(err))
+	}
 }
 
 // keepLease renews the lease every third of its TTL while the poll runs;

@@ -179,6 +179,9 @@ type Store interface {
 	ActivityReader
 	LeaseReader
 	Reconciler
+	PollRecorder
+	ConsoleReader
+	SessionRevoker
 	// LastFileTimes returns, per source, when its newest file was recorded
 	// in the ledger (ingested or rejected), by any replica.
 	LastFileTimes(ctx context.Context) (map[string]time.Time, error)

@@ -141,6 +141,10 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"AttemptsPrunedWithRow":            testAttemptsPrunedWithRow,
 		"DeadEventWithTransition":          testDeadEventWithTransition,
 		"MultiSinkRowsPerEffectAndSink":    testMultiSinkRowsPerEffectAndSink,
+		"PollStatusPerDirectory":           testPollStatusPerDirectory,
+		"AttemptStatsPerSink":              testAttemptStatsPerSink,
+		"FileOutcomesPerArrival":           testFileOutcomesPerArrival,
+		"SessionRevocation":                testSessionRevocation,
 	}
 }
 

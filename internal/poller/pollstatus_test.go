@@ -1,0 +1,70 @@
+package poller_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/poller/local"
+	"github.com/ediwatch/ediwatch/internal/store"
+)
+
+// TestPollStatusIsRecordedByTheLeaseHolder: each poll of a directory
+// records its end in the store (every replica's console reads it): a
+// good poll its time, a failed one its error (as logged, without the
+// file's contents) counted today; a replica that does not hold the
+// directory lease records nothing.
+func TestPollStatusIsRecordedByTheLeaseHolder(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	put(t, dir, "a.835", []byte("ISA*not read here"))
+	st := newSQLite(t)
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	h := newHarnessOn(t, st, local.Source{}, []string{dir}, func(c *poller.Config) { c.Holder = "replica-a"; c.LeaseTTL = time.Hour })
+	h.p.SetClock(func() time.Time { return now })
+	status := func() []store.PollStatus {
+		t.Helper()
+		got, err := st.PollStatuses(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := status(); len(got) != 0 {
+		t.Fatalf("before any poll: %+v", got)
+	}
+	h.poll(t)
+	got := status()
+	if len(got) != 1 || got[0].Source != "acme" || got[0].Directory != dir || got[0].Holder != "replica-a" ||
+		!got[0].LastPollAt.Equal(now) || !got[0].LastOKAt.Equal(now) || got[0].LastError != "" || got[0].ErrorsToday(now) != 0 {
+		t.Fatalf("after a good poll: %+v", got)
+	}
+
+	// Another replica polling the same directory meanwhile holds no lease.
+	b := newHarnessOn(t, st, local.Source{}, []string{dir}, func(c *poller.Config) { c.Holder = "replica-b" })
+	b.p.SetClock(func() time.Time { return now.Add(time.Minute) })
+	b.poll(t)
+	if got := status(); len(got) != 1 || got[0].Holder != "replica-a" || !got[0].LastPollAt.Equal(now) {
+		t.Fatalf("a replica without the lease recorded: %+v", got)
+	}
+
+	// The directory goes: the listing fails.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(5 * time.Minute)
+	h.p.SetClock(func() time.Time { return later })
+	if _, err := h.p.PollOnce(ctx); err == nil {
+		t.Fatal("poll of a missing directory succeeded")
+	}
+	got = status()
+	if len(got) != 1 || !got[0].LastPollAt.Equal(later) || !got[0].LastOKAt.Equal(now) ||
+		!strings.HasPrefix(got[0].LastError, "list: ") || !strings.Contains(got[0].LastError, filepath.Base(dir)) ||
+		!got[0].LastErrorAt.Equal(later) || got[0].ErrorsToday(later) != 1 {
+		t.Fatalf("after a failed poll: %+v", got)
+	}
+}

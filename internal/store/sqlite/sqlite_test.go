@@ -271,3 +271,41 @@ func TestPayloadsArePackedAndRowsStoredBeforeStillRead(t *testing.T) {
 		t.Fatalf("reconcile read the packed payment %d times", read)
 	}
 }
+
+// TestNewDatabasesUse16KiBPages: a database ediwatch creates has PageSize
+// pages (a large file's rows in a quarter of the pages and system calls);
+// a dsn may ask for another; an existing database keeps its own and opens
+// as before.
+func TestNewDatabasesUse16KiBPages(t *testing.T) {
+	ctx := context.Background()
+	pageSize := func(dsn string) int {
+		t.Helper()
+		s, err := Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := s.db.QueryRowContext(ctx, "PRAGMA page_size").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	dir := t.TempDir()
+	if n := pageSize(filepath.Join(dir, "new.db")); n != PageSize {
+		t.Fatalf("a new database has %d-byte pages, want %d", n, PageSize)
+	}
+	if n := pageSize(filepath.Join(dir, "asked.db") + "?_pragma=page_size(8192)"); n != 8192 {
+		t.Fatalf("a dsn asking for 8192-byte pages got %d", n)
+	}
+	old := filepath.Join(dir, "old.db")
+	if n := pageSize(old + "?_pragma=page_size(4096)"); n != 4096 {
+		t.Fatalf("old database: %d", n)
+	}
+	if n := pageSize(old); n != 4096 {
+		t.Fatalf("an existing 4096-byte-page database reopened with %d-byte pages", n)
+	}
+}

@@ -169,19 +169,38 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, sour
 	if err != nil {
 		return nil, "", err
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, fh); err != nil {
-		return nil, "", err
+	// The file's SHA-256 is taken on a goroutine of its own, by positioned
+	// reads that leave the parse's offset alone, while the file is parsed:
+	// the ingest asks for it before it writes (FileInfo.SHA256Of).
+	type hashResult struct {
+		sum string
+		err error
 	}
-	if _, err := fh.Seek(0, io.SeekStart); err != nil {
-		return nil, "", err
+	hashed := make(chan hashResult, 1)
+	go func() {
+		h := sha256.New()
+		_, err := io.Copy(h, io.NewSectionReader(fh, 0, st.Size()))
+		hashed <- hashResult{hex.EncodeToString(h.Sum(nil)), err}
+	}()
+	var got *hashResult
+	sum := func() (string, error) {
+		if got == nil {
+			r := <-hashed
+			got = &r
+		}
+		return got.sum, got.err
 	}
+	defer sum() // the hash reads fh: done before fh closes
 	abs, _ := filepath.Abs(path)
 	corr := store.NewCorrelationID()
 	info := inbox.FileInfo{Source: source, Path: abs, Size: st.Size(), MTime: st.ModTime().UTC(),
-		SHA256: hex.EncodeToString(h.Sum(nil)), CorrelationID: corr, Now: time.Now().UTC()}
+		SHA256Of: sum, CorrelationID: corr, Now: time.Now().UTC()}
 	var plain io.ReadSeeker = fh
 	if dec != nil {
+		// A message refused is recorded with the file's hash.
+		if info.SHA256, err = sum(); err != nil {
+			return nil, "", err
+		}
 		pt, _, err := dec.Spool(cmd.Context(), fh, "")
 		if pgp.ReasonOf(err) != "" {
 			if l, ok := opts.Store.(inbox.Ledger); ok {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/config"
 	"github.com/ediwatch/ediwatch/internal/testenv"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 // command returns this test binary run as `ediwatch args...`.
@@ -163,5 +166,56 @@ func TestMigrateCommand(t *testing.T) {
 	out, err = command(t, "migrate", "--config", bad).CombinedOutput()
 	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 2 || !strings.Contains(string(out), "storre: unknown key (did you mean store?)") {
 		t.Errorf("unknown key: %v: %s", err, out)
+	}
+}
+
+// TestIngestRecordsTheFilesSHA256: `ediwatch ingest` hashes the file on a
+// goroutine of its own while it is parsed; every row the ingest writes
+// names the SHA-256 of the very bytes read, the first time and when every
+// set is a duplicate.
+func TestIngestRecordsTheFilesSHA256(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "e.db")
+	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+dbPath))
+	var buf bytes.Buffer
+	if _, err := (x12gen.Remit{SetsPerGroup: 100, ClaimsPerSet: 2}).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "remit.835")
+	if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%x", sha256.Sum256(buf.Bytes()))
+	if out, err := command(t, "migrate", "--config", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for range 2 {
+		if out, err := command(t, "ingest", "--config", cfg, file).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	db, err := sql.Open("sqlite", "file:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{
+		"SELECT DISTINCT file_sha256 FROM inbox",
+		"SELECT DISTINCT file_sha256 FROM sighting",
+	} {
+		var got []string
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var s string
+			rows.Scan(&s)
+			got = append(got, s)
+		}
+		rows.Close()
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %q, want [%s]", q, got, want)
+		}
 	}
 }

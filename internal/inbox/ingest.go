@@ -136,6 +136,11 @@ func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f Fil
 	if err != nil {
 		return nil, err
 	}
+	if f.SHA256 == "" && f.SHA256Of != nil {
+		if f.SHA256, err = f.SHA256Of(); err != nil {
+			return nil, fmt.Errorf("ingest: file hash: %w", err)
+		}
+	}
 	// A conflict with a concurrent ingest (PostgreSQL broke a deadlock
 	// between two files inserting rows of the same ordering keys in
 	// opposite orders) rolled everything back: the records are in the

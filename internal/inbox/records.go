@@ -52,6 +52,10 @@ type FileInfo struct {
 	Size   int64
 	MTime  time.Time
 	SHA256 string
+	// SHA256Of, when set and SHA256 is empty, gives SHA256: it is called
+	// once, after the parse and before the write (ediwatch ingest hashes
+	// the file on a goroutine of its own while the file is parsed).
+	SHA256Of func() (string, error)
 	// CorrelationID names this arrival in logs, rows and deliveries.
 	CorrelationID string
 	// Now is the time recorded on every row.

@@ -93,7 +93,7 @@ func appendEffect(b []byte, e outbox.Effect) []byte {
 	b = appendStr(b, e.Key)
 	b = appendStr(b, e.OrderingKey)
 	b = appendStr(b, e.Sink)
-	b = appendStr(b, []byte(e.Payload))
+	b = appendStr(b, e.StoredPayload())
 	b = appendStr(b, e.Hash)
 	return appendStr(b, e.UnlessConflictIn)
 }
@@ -187,7 +187,7 @@ func (d *spillReader) next() (spilled, error) {
 }
 
 func (d *spillReader) effect() outbox.Effect {
-	return outbox.Effect{Kind: d.str(), Key: d.str(), OrderingKey: d.str(), Sink: d.str(), Payload: d.bytes(),
+	return outbox.Effect{Kind: d.str(), Key: d.str(), OrderingKey: d.str(), Sink: d.str(), Packed: d.bytes(),
 		Hash: d.str(), UnlessConflictIn: d.str()}
 }
 

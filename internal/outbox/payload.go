@@ -42,3 +42,20 @@ func UnpackPayload(b []byte) (json.RawMessage, error) {
 }
 
 var errCorruptPayload = errors.New("stored payload is corrupt")
+
+// StoredPayload returns e's payload as the store keeps it: Packed, or
+// Payload packed.
+func (e Effect) StoredPayload() []byte {
+	if e.Packed != nil {
+		return e.Packed
+	}
+	return PackPayload(e.Payload)
+}
+
+// JSONPayload returns e's payload as JSON: Payload, or Packed unpacked.
+func (e Effect) JSONPayload() (json.RawMessage, error) {
+	if e.Packed != nil {
+		return UnpackPayload(e.Packed)
+	}
+	return e.Payload, nil
+}

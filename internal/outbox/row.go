@@ -26,6 +26,11 @@ type Effect struct {
 	OrderingKey string          `json:"ordering_key"`
 	Sink        string          `json:"sink"`
 	Payload     json.RawMessage `json:"payload"`
+	// Packed, when set, is the payload already packed (PackPayload) and
+	// Payload is empty: an ingest's spill keeps payloads packed, so a
+	// large file's are copied, spilled and read back in a fifth of the
+	// bytes, and packed outside the store's transaction.
+	Packed []byte `json:"-"`
 	// Hash is the SHA-256 (hex) of the effect's business content, without
 	// envelope keys or control numbers: an existing effect key with the
 	// same hash is a business duplicate, with another hash a conflict.

@@ -187,6 +187,9 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 		return in.addClaimed(ctx, r)
 	}
 	in.queueClaimed()
+	if err := jsonPayloads(r.Effects); err != nil {
+		return err
+	}
 	effects := effectsJSON(r.Effects)
 	var summary any
 	if len(r.Summary) > 0 {
@@ -309,6 +312,22 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 	return out, nil
 }
 
+// jsonPayloads gives every effect of es its payload as JSON (Payload),
+// unpacking those the ingest's spill kept packed.
+func jsonPayloads(es []outbox.Effect) error {
+	for i := range es {
+		if es[i].Packed == nil {
+			continue
+		}
+		p, err := es[i].JSONPayload()
+		if err != nil {
+			return fmt.Errorf("ingest: effect %s: %w", es[i].Key, err)
+		}
+		es[i].Payload, es[i].Packed = p, nil
+	}
+	return nil
+}
+
 // effectsJSON encodes effects as the JSON array ediwatch_claim_set reads,
 // without reflection (a payload is already JSON: it is copied as is).
 func effectsJSON(effects []outbox.Effect) []byte {
@@ -373,6 +392,11 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	in.queueClaimed()
+	es := []outbox.Effect{e}
+	if err := jsonPayloads(es); err != nil {
+		return err
+	}
+	e = es[0]
 	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now,
 		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})

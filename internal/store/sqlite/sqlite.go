@@ -505,7 +505,7 @@ func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey
 	ins, err := in.exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
 		correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
-		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, outbox.PackPayload(e.Payload), now, now, now,
+		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, e.StoredPayload(), now, now, now,
 		e.Hash)
 	if err != nil {
 		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)

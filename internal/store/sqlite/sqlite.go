@@ -80,9 +80,6 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if !pragmaSets(q, "synchronous") {
 		set("_synchronous", "FULL", "_sync")
 	}
-	if !pragmaSets(q, "page_size") {
-		q.Add("_pragma", fmt.Sprintf("page_size(%d)", PageSize))
-	}
 	if !strings.HasPrefix(path, "file:") {
 		path = "file:" + path
 	}
@@ -112,13 +109,6 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	s.ctl.Reserve = s.reserveControlNumbers
 	return s, nil
 }
-
-// PageSize is the page size of a database ediwatch creates (an existing
-// one keeps its own; a dsn may set another with _pragma=page_size(N)):
-// 16 KiB, not SQLite's 4 KiB, because a large file's rows are written in
-// a quarter of the pages and system calls (ingest of a 124 MB 835: 0.8 s
-// of system time instead of 1.5 s).
-const PageSize = 16384
 
 // pragmaSets reports whether a _pragma parameter of q sets name.
 func pragmaSets(q url.Values, name string) bool {

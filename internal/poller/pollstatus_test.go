@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/poller/local"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -67,4 +68,50 @@ func TestPollStatusIsRecordedByTheLeaseHolder(t *testing.T) {
 		!got[0].LastErrorAt.Equal(later) || got[0].ErrorsToday(later) != 1 {
 		t.Fatalf("after a failed poll: %+v", got)
 	}
+}
+
+// TestPollStatusOfALostLeaseIsLeftToTheNewHolder: a replica whose
+// directory lease is taken over mid-poll records nothing when its poll
+// ends: the directory's status stays the new holder's (its holder, its
+// last poll, no error counted against a poll that succeeded).
+func TestPollStatusOfALostLeaseIsLeftToTheNewHolder(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	put(t, dir, "a.835", []byte("ISA*not read here"))
+	st := newSQLite(t)
+	src := &stalling{Source: local.Source{}, hook: func() {}}
+	h := newHarnessOn(t, st, src, []string{dir}, func(c *poller.Config) {
+		c.Holder, c.LeaseTTL = "first", 30*time.Millisecond
+	})
+	h.p.PollOnce(ctx) // lists a.835 once: the next poll downloads it
+	thiefAt := time.Now().UTC().Add(time.Hour).Truncate(time.Microsecond)
+	src.hook = func() {
+		// The lease lapses while the download stalls; another replica
+		// takes it and records its own poll.
+		steal(t, st, "poll:acme:"+dir)
+		if err := st.RecordPoll(ctx, "acme", dir, "thief", inbox.Fence{Name: "poll:acme:" + dir, Token: thiefToken(t, st, dir)}, thiefAt, ""); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := h.p.PollOnce(ctx); err == nil || !strings.Contains(err.Error(), "lease lost") {
+		t.Fatalf("poll: %v, want the lost lease", err)
+	}
+	got, err := st.PollStatuses(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Holder != "thief" || !got[0].LastPollAt.Equal(thiefAt) || got[0].LastError != "" ||
+		got[0].ErrorsToday(thiefAt) != 0 {
+		t.Errorf("the replica that lost its lease overwrote the new holder's poll status: %+v", got)
+	}
+}
+
+// thiefToken is the fencing token "thief" holds dir's lease with.
+func thiefToken(t *testing.T, st store.Store, dir string) int64 {
+	t.Helper()
+	token, ok, err := st.AcquireLease(context.Background(), "poll:acme:"+dir, "thief", time.Hour, time.Now().UTC())
+	if err != nil || !ok {
+		t.Fatalf("thief's lease: %v %v", ok, err)
+	}
+	return token
 }

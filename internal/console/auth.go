@@ -44,8 +44,8 @@ const sessionCookie = "ediwatch_console"
 // is derived from that role's token, so replicas reading the same token
 // files agree, and rotating a token ends the sessions signed with it
 // (the other role's stay). The CSRF token is an HMAC of the id under the
-// same key. Signing out records the id in the store until its expiry
-// (store.SessionRevoker), so it ends on every replica.
+// same key. Signing out records the id in the store until past its
+// expiry (store.SessionRevoker), so it ends on every replica.
 const sessionVersion = "v1"
 
 // session is a verified session cookie.
@@ -362,12 +362,19 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// revokedKeptPastExpiry is how long a signed-out session's revocation
+// outlives the session's expiry. Each replica judges expiry by its own
+// clock, so a revocation forgotten at expiry by one replica's clock would
+// let a replica whose clock lags accept the session again until its
+// clock caught up.
+const revokedKeptPastExpiry = time.Hour
+
 // endSession signs out the session r's cookie holds, if any is valid,
 // on every replica; false when the store failed (the answer is written).
 func (c *Console) endSession(w http.ResponseWriter, r *http.Request) bool {
 	s, valid, err := c.cookieSession(r)
 	if err == nil && valid {
-		err = c.st.RevokeSession(r.Context(), s.id, s.expires, c.cfg.Now())
+		err = c.st.RevokeSession(r.Context(), s.id, s.expires, c.cfg.Now().Add(-revokedKeptPastExpiry))
 	}
 	if err != nil {
 		c.fail(w, err)

@@ -75,10 +75,30 @@ func (c *Console) mac(rl role, msg string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// sessionIDBytes is a session id's length in random bytes (hex in the
+// cookie).
+const sessionIDBytes = 16
+
+// isSessionID reports whether id has the form newSession gives ids:
+// 2*sessionIDBytes lowercase hex digits. Whoever holds a role's token can
+// sign cookies of that role, so the form is checked too: a viewer must
+// not have a sign-out store an id of its choosing and length.
+func isSessionID(id string) bool {
+	if len(id) != 2*sessionIDBytes {
+		return false
+	}
+	for _, r := range id {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // newSession returns the cookie value of a new session of rl.
 func (c *Console) newSession(rl role, now time.Time) string {
 	body := strings.Join([]string{sessionVersion, rl.String(), strconv.FormatInt(now.Add(c.cfg.SessionTTL).Unix(), 10),
-		randomHex(16)}, ".")
+		randomHex(sessionIDBytes)}, ".")
 	return body + "." + c.mac(rl, body)
 }
 
@@ -105,6 +125,9 @@ func (c *Console) verifySession(v string, now time.Time) (session, bool) {
 	}
 	want := c.mac(rl, strings.Join(parts[:4], "."))
 	if !hmac.Equal([]byte(parts[4]), []byte(want)) {
+		return session{}, false
+	}
+	if !isSessionID(parts[3]) {
 		return session{}, false
 	}
 	s := session{role: rl, id: parts[3], expires: time.Unix(exp, 0)}

@@ -359,7 +359,15 @@ func (p *Poller) recordPoll(ctx context.Context, dir string, fence inbox.Fence, 
 	}
 	msg := ""
 	if pollErr != nil {
-		msg = strings.ToValidUTF8(pollErr.Error(), "\uFFFD")
+		// The error may carry text the server chose (an SFTP status
+		// message): control bytes are shown as U+FFFD, and PostgreSQL's
+		// text refuses NUL (the poll would go unrecorded).
+		msg = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return '\uFFFD'
+			}
+			return r
+		}, strings.ToValidUTF8(pollErr.Error(), "\uFFFD"))
 		if len(msg) > maxPollError {
 			msg = strings.ToValidUTF8(msg[:maxPollError], "")
 		}

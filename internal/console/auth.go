@@ -132,8 +132,8 @@ func (c *Console) verifySession(v string, now time.Time) (session, bool) {
 	}
 	s := session{role: rl, id: parts[3], expires: time.Unix(exp, 0)}
 	// A session never outlives its TTL, whatever a key's earlier holder
-	// signed.
-	if !now.Before(s.expires) || s.expires.After(now.Add(c.cfg.SessionTTL)) {
+	// signed; by a little, as another replica's clock may run ahead.
+	if !now.Before(s.expires) || s.expires.After(now.Add(c.cfg.SessionTTL+maxClockSkew)) {
 		return session{}, false
 	}
 	return s, true
@@ -384,6 +384,11 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	c.log.Info("console sign-in", zapRemote(r), zapRole(rl))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
+
+// maxClockSkew is how far ahead another replica's clock may run: a
+// session it signs in is good here at once, its expiry up to this much
+// past this replica's now plus the TTL.
+const maxClockSkew = 5 * time.Minute
 
 // revokedKeptPastExpiry is how long a signed-out session's revocation
 // outlives the session's expiry. Each replica judges expiry by its own

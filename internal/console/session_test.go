@@ -74,3 +74,21 @@ func TestSignedOutSessionStaysRevokedOnAReplicaWhoseClockLags(t *testing.T) {
 		t.Errorf("a signed-out session accepted again on a replica whose clock lags: %d", code)
 	}
 }
+
+// TestSessionFromAReplicaWhoseClockRunsAheadIsAccepted: a session signed
+// in on a replica whose clock runs half a minute ahead is good at once on
+// the others (its expiry lies a little past their now plus the TTL), so
+// the redirect after signing in does not land on the sign-in page again.
+func TestSessionFromAReplicaWhoseClockRunsAheadIsAccepted(t *testing.T) {
+	st := memStore(t)
+	clk := &clock{now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	ahead := serve(t, st, func(c *console.Config) { c.Now = clk.at(30 * time.Second) })
+	behind := serve(t, st, func(c *console.Config) { c.Now = clk.at(0) })
+	b := newBrowser(t, ahead)
+	b.signIn(viewerToken)
+	r := newBrowser(t, behind)
+	r.c.Jar.SetCookies(mustURL(t, behind.URL), b.c.Jar.Cookies(mustURL(t, ahead.URL)))
+	if resp, _ := r.do("GET", "/", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a session of a replica whose clock runs ahead refused: %s", resp.Status)
+	}
+}

@@ -122,3 +122,35 @@ func TestPollStatusOfALostLeaseIsLeftToTheNewHolder(t *testing.T) {
 		t.Errorf("the replica that lost its lease overwrote the new holder's poll status: %+v", got)
 	}
 }
+
+// listFails is a source whose listing fails with err.
+type listFails struct {
+	poller.Source
+	err error
+}
+
+func (l listFails) List(context.Context, string) ([]poller.Entry, error) { return nil, l.err }
+
+// TestPollErrorFromTheServerIsRecordedOnEveryDriver: a listing error
+// carries text the SFTP server chose (its status message), which may
+// hold a NUL or other control bytes. The poll status still records it,
+// on PostgreSQL too (whose text refuses NUL), with the control bytes
+// shown as U+FFFD.
+func TestPollErrorFromTheServerIsRecordedOnEveryDriver(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		src := listFails{Source: local.Source{}, err: errors.New("sftp: \"no\x00such\x1b[31m\r\nfile\" (SSH_FX_FAILURE)")}
+		h := newHarnessOn(t, st, src, []string{dir}, nil)
+		if _, err := h.p.PollOnce(ctx); err == nil {
+			t.Fatal("the poll succeeded")
+		}
+		got, err := st.PollStatuses(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].LastError != "list: sftp: \"no\uFFFDsuch\uFFFD[31m\uFFFD\uFFFDfile\" (SSH_FX_FAILURE)" {
+			t.Errorf("poll status %+v", got)
+		}
+	})
+}

@@ -44,8 +44,8 @@ const sessionCookie = "ediwatch_console"
 // is derived from that role's token, so replicas reading the same token
 // files agree, and rotating a token ends the sessions signed with it
 // (the other role's stay). The CSRF token is an HMAC of the id under the
-// same key. Signing out records the id in the store until its expiry
-// (store.SessionRevoker), so it ends on every replica.
+// same key. Signing out records the id in the store until past its
+// expiry (store.SessionRevoker), so it ends on every replica.
 const sessionVersion = "v1"
 
 // session is a verified session cookie.
@@ -75,10 +75,30 @@ func (c *Console) mac(rl role, msg string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// sessionIDBytes is a session id's length in random bytes (hex in the
+// cookie).
+const sessionIDBytes = 16
+
+// isSessionID reports whether id has the form newSession gives ids:
+// 2*sessionIDBytes lowercase hex digits. Whoever holds a role's token can
+// sign cookies of that role, so the form is checked too: a viewer must
+// not have a sign-out store an id of its choosing and length.
+func isSessionID(id string) bool {
+	if len(id) != 2*sessionIDBytes {
+		return false
+	}
+	for _, r := range id {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 // newSession returns the cookie value of a new session of rl.
 func (c *Console) newSession(rl role, now time.Time) string {
 	body := strings.Join([]string{sessionVersion, rl.String(), strconv.FormatInt(now.Add(c.cfg.SessionTTL).Unix(), 10),
-		randomHex(16)}, ".")
+		randomHex(sessionIDBytes)}, ".")
 	return body + "." + c.mac(rl, body)
 }
 
@@ -107,10 +127,13 @@ func (c *Console) verifySession(v string, now time.Time) (session, bool) {
 	if !hmac.Equal([]byte(parts[4]), []byte(want)) {
 		return session{}, false
 	}
+	if !isSessionID(parts[3]) {
+		return session{}, false
+	}
 	s := session{role: rl, id: parts[3], expires: time.Unix(exp, 0)}
 	// A session never outlives its TTL, whatever a key's earlier holder
-	// signed.
-	if !now.Before(s.expires) || s.expires.After(now.Add(c.cfg.SessionTTL)) {
+	// signed; by a little, as another replica's clock may run ahead.
+	if !now.Before(s.expires) || s.expires.After(now.Add(c.cfg.SessionTTL+maxClockSkew)) {
 		return session{}, false
 	}
 	return s, true
@@ -362,12 +385,24 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
+// maxClockSkew is how far ahead another replica's clock may run: a
+// session it signs in is good here at once, its expiry up to this much
+// past this replica's now plus the TTL.
+const maxClockSkew = 5 * time.Minute
+
+// revokedKeptPastExpiry is how long a signed-out session's revocation
+// outlives the session's expiry. Each replica judges expiry by its own
+// clock, so a revocation forgotten at expiry by one replica's clock would
+// let a replica whose clock lags accept the session again until its
+// clock caught up.
+const revokedKeptPastExpiry = time.Hour
+
 // endSession signs out the session r's cookie holds, if any is valid,
 // on every replica; false when the store failed (the answer is written).
 func (c *Console) endSession(w http.ResponseWriter, r *http.Request) bool {
 	s, valid, err := c.cookieSession(r)
 	if err == nil && valid {
-		err = c.st.RevokeSession(r.Context(), s.id, s.expires, c.cfg.Now())
+		err = c.st.RevokeSession(r.Context(), s.id, s.expires, c.cfg.Now().Add(-revokedKeptPastExpiry))
 	}
 	if err != nil {
 		c.fail(w, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/ediwatch/ediwatch/internal/console"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
@@ -113,7 +114,7 @@ func TestBrowser(t *testing.T) {
 	// failed one.
 	for i, msg := range []string{"", "list: connection reset by peer"} {
 		at := time.Now().UTC().Add(time.Duration(i-2) * time.Minute)
-		if err := st.RecordPoll(context.Background(), "test", "/outbound/835", "replica-1", at, msg); err != nil {
+		if err := st.RecordPoll(context.Background(), "test", "/outbound/835", "replica-1", inbox.Fence{}, at, msg); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -263,7 +263,7 @@ func TestNoPatientDataOnAnyPage(t *testing.T) {
 		}
 		// The overview's poll status and every sink's recent attempts (the
 		// receiver's 400s) are on the pages too.
-		if err := st.RecordPoll(context.Background(), "test", "/outbound/835", "replica-1", time.Now(),
+		if err := st.RecordPoll(context.Background(), "test", "/outbound/835", "replica-1", inbox.Fence{}, time.Now(),
 			"list: connection reset by peer"); err != nil {
 			t.Fatal(err)
 		}

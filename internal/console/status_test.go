@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/console"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/drivertest"
@@ -28,7 +29,7 @@ func TestOverviewShowsLastPollAndPollErrors(t *testing.T) {
 		now := time.Now().UTC()
 		rec := func(source, dir string, at time.Time, msg string) {
 			t.Helper()
-			if err := st.RecordPoll(ctx, source, dir, "replica-2", at, msg); err != nil {
+			if err := st.RecordPoll(ctx, source, dir, "replica-2", inbox.Fence{}, at, msg); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -152,7 +152,7 @@ func BenchmarkSteadyStatePoll20k(b *testing.B) {
 			pairs = append(pairs, poll.Seconds()/read.Seconds())
 			// The poll status each poll records (one upsert), alone.
 			start := time.Now()
-			if err := e.st.RecordPoll(ctx, "bench", e.drop, "bench-holder", time.Now(), ""); err != nil {
+			if err := e.st.RecordPoll(ctx, "bench", e.drop, "bench-holder", inbox.Fence{}, time.Now(), ""); err != nil {
 				b.Fatal(err)
 			}
 			records = append(records, time.Since(start))

@@ -323,9 +323,11 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	token, ok, err := p.renew(ctx, lease)
 	if err != nil {
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
-		err = fmt.Errorf("lease: %w", err)
-		p.recordPoll(ctx, dir, err)
-		return st, err
+		// Not recorded: without the lease this replica may not be the one
+		// polling dir, and its holder's status is not this replica's to
+		// overwrite (a store that cannot renew a lease is shown by the
+		// status going stale).
+		return st, fmt.Errorf("lease: %w", err)
 	} else if !ok {
 		return st, nil // another replica polls this directory
 	}
@@ -339,7 +341,7 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 	if cause := context.Cause(pctx); errors.Is(cause, errLeaseLost) {
 		err = cause
 	}
-	p.recordPoll(ctx, dir, err)
+	p.recordPoll(ctx, dir, fence, err)
 	return st, err
 }
 
@@ -349,19 +351,28 @@ const maxPollError = 500
 // recordPoll records the end of a poll of dir in the store, for every
 // replica's console: one statement per poll. pollErr is the error the
 // poll is logged with (no secret, no patient data). A poll cut short by
-// ctx (a shutdown) is not recorded.
-func (p *Poller) recordPoll(ctx context.Context, dir string, pollErr error) {
+// ctx (a shutdown) is not recorded, nor one whose lease another replica
+// has taken since (the store refuses a stale fence).
+func (p *Poller) recordPoll(ctx context.Context, dir string, fence inbox.Fence, pollErr error) {
 	if ctx.Err() != nil {
 		return
 	}
 	msg := ""
 	if pollErr != nil {
-		msg = strings.ToValidUTF8(pollErr.Error(), "\uFFFD")
+		// The error may carry text the server chose (an SFTP status
+		// message): control bytes are shown as U+FFFD, and PostgreSQL's
+		// text refuses NUL (the poll would go unrecorded).
+		msg = strings.Map(func(r rune) rune {
+			if r < 0x20 || r == 0x7f {
+				return '\uFFFD'
+			}
+			return r
+		}, strings.ToValidUTF8(pollErr.Error(), "\uFFFD"))
 		if len(msg) > maxPollError {
 			msg = strings.ToValidUTF8(msg[:maxPollError], "")
 		}
 	}
-	if err := p.st.RecordPoll(ctx, p.cfg.Name, dir, p.cfg.Holder, p.now(), msg); err != nil && ctx.Err() == nil {
+	if err := p.st.RecordPoll(ctx, p.cfg.Name, dir, p.cfg.Holder, fence, p.now(), msg); err != nil && ctx.Err() == nil {
 		p.log.Warn("record poll", zap.String("directory", dir), zap.Error(err))
 	}
 }

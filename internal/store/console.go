@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/ediwatch/ediwatch/internal/inbox"
 )
 
 // PollStatus is how a source directory's polls went, as the replica
@@ -39,8 +41,12 @@ type PollRecorder interface {
 	// RecordPoll records that holder finished polling source's directory
 	// at at, with pollErr its error ("" when it succeeded). It is one
 	// statement per poll, never per file; concurrent calls are safe (the
-	// last one wins, error counts add up).
-	RecordPoll(ctx context.Context, source, directory, holder string, at time.Time, pollErr string) error
+	// last one wins, error counts add up). It is fenced by the directory
+	// lease the poll ran under: when lease.Name no longer has lease.Token
+	// (another replica took the directory over), nothing is recorded, so
+	// a replica that lost its lease never overwrites the new holder's
+	// status. A zero lease records unfenced.
+	RecordPoll(ctx context.Context, source, directory, holder string, lease inbox.Fence, at time.Time, pollErr string) error
 }
 
 // AttemptStats are one sink's delivery attempts over a recent window.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -20,8 +21,11 @@ var (
 // its day, a successful one moves last_ok_at; the last error stays.
 const recordPoll = `INSERT INTO source_poll (source, directory, holder, last_poll_at, last_ok_at, last_error,
 		last_error_at, errors_day, errors_on_day)
-	VALUES ($1, $2, $3, $4, CASE WHEN $5 = '' THEN $4::timestamptz END, $5, CASE WHEN $5 <> '' THEN $4::timestamptz END,
-		$6, CASE WHEN $5 <> '' THEN 1 ELSE 0 END)
+	SELECT $1::text, $2::text, $3::text, $4::timestamptz, CASE WHEN $5::text = '' THEN $4::timestamptz END, $5::text,
+		CASE WHEN $5::text <> '' THEN $4::timestamptz END, $6::text, CASE WHEN $5::text <> '' THEN 1 ELSE 0 END
+	-- The fence: the lease row locked FOR SHARE, as ediwatch_check_fence
+	-- does, so a takeover (which bumps the token) waits or is seen.
+	WHERE $7::text = '' OR EXISTS (SELECT 1 FROM lease WHERE name = $7::text AND token = $8::bigint FOR SHARE)
 	ON CONFLICT (source, directory) DO UPDATE SET holder = excluded.holder, last_poll_at = excluded.last_poll_at,
 		last_ok_at = COALESCE(excluded.last_ok_at, source_poll.last_ok_at),
 		last_error = CASE WHEN excluded.last_error <> '' THEN excluded.last_error ELSE source_poll.last_error END,
@@ -31,9 +35,10 @@ const recordPoll = `INSERT INTO source_poll (source, directory, holder, last_pol
 		errors_day = excluded.errors_day`
 
 // RecordPoll implements store.PollRecorder.
-func (s *Store) RecordPoll(ctx context.Context, source, directory, holder string, at time.Time, pollErr string) error {
+func (s *Store) RecordPoll(ctx context.Context, source, directory, holder string, lease inbox.Fence, at time.Time,
+	pollErr string) error {
 	if _, err := s.pool.Exec(ctx, recordPoll, source, directory, holder, at, pollErr,
-		at.UTC().Format(time.DateOnly)); err != nil {
+		at.UTC().Format(time.DateOnly), lease.Name, lease.Token); err != nil {
 		return fmt.Errorf("record poll: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -19,8 +20,9 @@ var (
 // driver's); times of none are 0.
 const recordPoll = `INSERT INTO source_poll (source, directory, holder, last_poll_at, last_ok_at, last_error,
 		last_error_at, errors_day, errors_on_day)
-	VALUES (?1, ?2, ?3, ?4, CASE WHEN ?5 = '' THEN ?4 ELSE 0 END, ?5, CASE WHEN ?5 <> '' THEN ?4 ELSE 0 END,
-		?6, CASE WHEN ?5 <> '' THEN 1 ELSE 0 END)
+	SELECT ?1, ?2, ?3, ?4, CASE WHEN ?5 = '' THEN ?4 ELSE 0 END, ?5, CASE WHEN ?5 <> '' THEN ?4 ELSE 0 END,
+		?6, CASE WHEN ?5 <> '' THEN 1 ELSE 0 END
+	WHERE ?7 = '' OR EXISTS (SELECT 1 FROM lease WHERE name = ?7 AND token = ?8)
 	ON CONFLICT (source, directory) DO UPDATE SET holder = excluded.holder, last_poll_at = excluded.last_poll_at,
 		last_ok_at = CASE WHEN excluded.last_ok_at <> 0 THEN excluded.last_ok_at ELSE source_poll.last_ok_at END,
 		last_error = CASE WHEN excluded.last_error <> '' THEN excluded.last_error ELSE source_poll.last_error END,
@@ -30,9 +32,10 @@ const recordPoll = `INSERT INTO source_poll (source, directory, holder, last_pol
 		errors_day = excluded.errors_day`
 
 // RecordPoll implements store.PollRecorder.
-func (s *Store) RecordPoll(ctx context.Context, source, directory, holder string, at time.Time, pollErr string) error {
+func (s *Store) RecordPoll(ctx context.Context, source, directory, holder string, lease inbox.Fence, at time.Time,
+	pollErr string) error {
 	if _, err := s.db.ExecContext(ctx, recordPoll, source, directory, holder, us(at), pollErr,
-		at.UTC().Format(time.DateOnly)); err != nil {
+		at.UTC().Format(time.DateOnly), lease.Name, lease.Token); err != nil {
 		return fmt.Errorf("record poll: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
@@ -21,7 +22,7 @@ func testPollStatusPerDirectory(t *testing.T, s store.Store) {
 	}
 	rec := func(dir, holder string, at time.Time, msg string) {
 		t.Helper()
-		if err := s.RecordPoll(ctx, "acme", dir, holder, at, msg); err != nil {
+		if err := s.RecordPoll(ctx, "acme", dir, holder, inbox.Fence{}, at, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,5 +191,60 @@ func testSessionRevocation(t *testing.T, s store.Store) {
 	}
 	if revoked("s1") || !revoked("s3") {
 		t.Errorf("after s1 expired: s1 %t, s3 %t", revoked("s1"), revoked("s3"))
+	}
+}
+
+// testPollStatusFencedByLease: a poll's end is recorded only under the
+// directory lease's current token: once another replica has taken the
+// lease over (its token bumped), the old holder's late record is refused
+// and the new holder's status stands; a lease never granted fences out
+// everything.
+func testPollStatusFencedByLease(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const lease = "poll:acme:/out"
+	acquire := func(holder string, ttl time.Duration) inbox.Fence {
+		t.Helper()
+		token, ok, err := s.AcquireLease(ctx, lease, holder, ttl, time.Now().UTC())
+		if err != nil || !ok {
+			t.Fatalf("lease for %s: %v %v", holder, ok, err)
+		}
+		return inbox.Fence{Name: lease, Token: token}
+	}
+	rec := func(holder string, f inbox.Fence, at time.Time, msg string) {
+		t.Helper()
+		if err := s.RecordPoll(ctx, "acme", "/out", holder, f, at, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func() []store.PollStatus {
+		t.Helper()
+		got, err := s.PollStatuses(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	rec("host-a", inbox.Fence{Name: lease, Token: 1}, t0, "") // no lease granted yet
+	if got := get(); len(got) != 0 {
+		t.Fatalf("recorded without the lease: %+v", got)
+	}
+	a := acquire("host-a", time.Hour)
+	rec("host-a", a, t0, "")
+	// host-a stalls past its lease; host-b takes the directory over.
+	acquire("host-a", -time.Hour)
+	b := acquire("host-b", time.Hour)
+	if b.Token == a.Token {
+		t.Fatalf("takeover kept token %d", a.Token)
+	}
+	rec("host-b", b, t0.Add(2*time.Minute), "")
+	rec("host-a", a, t0.Add(3*time.Minute), "directory lease lost: "+lease)
+	got := get()
+	if len(got) != 1 || got[0].Holder != "host-b" || !got[0].LastPollAt.Equal(t0.Add(2*time.Minute)) ||
+		got[0].LastError != "" || got[0].ErrorsToday(t0) != 0 {
+		t.Errorf("the old holder's late record was taken: %+v", got)
+	}
+	rec("host-b", b, t0.Add(4*time.Minute), "list: EOF")
+	if got := get(); len(got) != 1 || got[0].LastError != "list: EOF" || got[0].ErrorsToday(t0) != 1 {
+		t.Errorf("the holder's record was refused: %+v", got)
 	}
 }

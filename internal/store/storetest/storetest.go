@@ -142,6 +142,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"DeadEventWithTransition":          testDeadEventWithTransition,
 		"MultiSinkRowsPerEffectAndSink":    testMultiSinkRowsPerEffectAndSink,
 		"PollStatusPerDirectory":           testPollStatusPerDirectory,
+		"PollStatusFencedByLease":          testPollStatusFencedByLease,
 		"AttemptStatsPerSink":              testAttemptStatsPerSink,
 		"FileOutcomesPerArrival":           testFileOutcomesPerArrival,
 		"SessionRevocation":                testSessionRevocation,

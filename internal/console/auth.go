@@ -412,9 +412,12 @@ func (c *Console) endSession(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // signOut ends the caller's session, in the store for every replica and
-// in the browser (its cookie cleared).
+// in the browser (its cookie cleared). A viewer can sign viewer sessions
+// itself (its token is their key's source), so each sign-out could store
+// a revocation of its choosing: sign-outs spend the address's sign-in
+// budget, and past it the cookie is cleared but nothing is stored.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
-	if !c.endSession(w, r) {
+	if c.allowAttempt(r) && !c.endSession(w, r) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: c.cfg.Secure,

@@ -67,3 +67,41 @@ func TestSessionIDsOfAnotherFormAreRefused(t *testing.T) {
 		t.Errorf("revoked %v, want [%s]", st.ids, s.id)
 	}
 }
+
+// TestSignOutsAreRateLimited: a viewer can sign viewer sessions itself
+// (its token is the key's source), so each sign-out would otherwise store
+// a revocation of its choosing, kept for hours: a flood of sign-outs
+// fills the store. Sign-outs spend the address's sign-in budget; past it
+// the cookie is still cleared in the browser but nothing is stored.
+func TestSignOutsAreRateLimited(t *testing.T) {
+	st := &revocations{}
+	c, err := New(Config{ViewerToken: "viewer-token", AdminToken: "admin-token", SignInBurst: 3, SignInRate: 0.001},
+		st, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cleared := 0
+	for range 20 {
+		v := c.newSession(roleViewer, time.Now())
+		s, ok := c.verifySession(v, time.Now())
+		if !ok {
+			t.Fatal("the console's own session refused")
+		}
+		req := httptest.NewRequest("POST", "/signout", strings.NewReader(url.Values{"csrf": {c.csrfOf(s)}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: v})
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, req)
+		for _, ck := range rec.Result().Cookies() {
+			if ck.Name == sessionCookie && ck.MaxAge < 0 {
+				cleared++
+			}
+		}
+	}
+	if len(st.ids) != 3 {
+		t.Errorf("%d sign-outs from one address stored %d revocations, want the budget of 3", 20, len(st.ids))
+	}
+	if cleared != 20 {
+		t.Errorf("%d of 20 sign-outs cleared the cookie", cleared)
+	}
+}

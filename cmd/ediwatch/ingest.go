@@ -223,15 +223,12 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, sour
 }
 
 // ingestGCPercent is the collector's GOGC while `ediwatch ingest` runs,
-// unless the environment sets GOGC: the heap may grow to 1.75 times what is
+// unless the environment sets GOGC: the heap may grow to 1.5 times what is
 // live rather than twice. A large file's live heap grows with its sets
 // (their results, their group's 999), so a proportional target bounds the
 // peak without the continuous collections a fixed memory limit costs once
-// the live heap outgrows it. 75, not the 50 it was: with payloads spilled
-// packed the 124 MB 835's ingest peaks at 86-88 MB either way, and spends
-// 0.35 s less in the collector (3.23-3.31 s of CPU instead of 3.65); 100
-// peaked at 98-114 MB.
-const ingestGCPercent = 75
+// the live heap outgrows it.
+const ingestGCPercent = 50
 
 // lowerGCPercent sets ingestGCPercent unless GOGC is set, and returns what
 // restores the previous setting.

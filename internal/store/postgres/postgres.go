@@ -6,7 +6,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -176,7 +175,7 @@ func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingest
 }
 
 const claimSQL = `SELECT outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_set(
-	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
 
 func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	status := "processed"
@@ -187,16 +186,17 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 		return in.addClaimed(ctx, r)
 	}
 	in.queueClaimed()
-	effects := effectsJSON(r.Effects)
+	effects := effectArrays(r.Effects)
 	var summary any
 	if len(r.Summary) > 0 {
 		summary = string(r.Summary)
 	}
 	f := in.s
 	in.batch.Queue(claimSQL, r.Key, r.ContentHash, r.Type, status, r.Reason, summary,
-		f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, string(effects))
+		f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, effects.kinds, effects.keys, effects.orderingKeys,
+		effects.sinks, effects.payloads, effects.hashes)
 	in.queued = append(in.queued, queued{kind: "set", key: r.Key})
-	in.bytes += len(effects) + len(r.Key) + 200
+	in.bytes += effects.bytes + len(r.Summary) + len(r.Key) + 200
 	return in.maybeFlush(ctx)
 }
 
@@ -309,62 +309,49 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 	return out, nil
 }
 
-// effectsJSON encodes effects as the JSON array ediwatch_claim_set reads,
-// without reflection (a payload is already JSON: it is copied as is).
-func effectsJSON(effects []outbox.Effect) []byte {
-	n := 2
-	for _, e := range effects {
-		n += len(e.Payload) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 80
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
+// claimEffects are a set's effects as the parallel arrays
+// ediwatch_claim_set takes, payloads packed (outbox.PackPayload).
+type claimEffects struct {
+	kinds, keys, orderingKeys, sinks, hashes []string
+	payloads                                 [][]byte
+	bytes                                    int // their size, for the batch's bound
+}
+
+// effectArrays returns effects as ediwatch_claim_set takes them.
+func effectArrays(effects []outbox.Effect) claimEffects {
+	n := len(effects)
+	c := claimEffects{kinds: make([]string, n), keys: make([]string, n), orderingKeys: make([]string, n),
+		sinks: make([]string, n), hashes: make([]string, n), payloads: make([][]byte, n)}
 	for i, e := range effects {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"kind":`...)
-		b = appendJSONString(b, e.Kind)
-		b = append(b, `,"key":`...)
-		b = appendJSONString(b, e.Key)
-		b = append(b, `,"ordering_key":`...)
-		b = appendJSONString(b, e.OrderingKey)
-		b = append(b, `,"sink":`...)
-		b = appendJSONString(b, e.Sink)
-		b = append(b, `,"payload":`...)
-		if len(e.Payload) == 0 {
-			b = append(b, "null"...)
+		c.kinds[i], c.keys[i], c.orderingKeys[i] = validText(e.Kind), validText(e.Key), validText(e.OrderingKey)
+		c.sinks[i], c.hashes[i] = validText(e.Sink), validText(e.Hash)
+		c.payloads[i] = outbox.PackPayload(e.Payload)
+		c.bytes += len(c.payloads[i]) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 40
+	}
+	return c
+}
+
+// validText returns s with each byte that is not part of valid UTF-8
+// replaced by U+FFFD, as the effects' JSON encoding did before they were
+// passed as arrays (PostgreSQL refuses invalid text).
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
 		} else {
-			b = append(b, e.Payload...)
+			b.WriteString(s[i : i+size])
 		}
-		b = append(b, `,"hash":`...)
-		b = appendJSONString(b, e.Hash)
-		b = append(b, '}')
+		i += size
 	}
-	return append(b, ']')
+	return b.String()
 }
 
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		q, _ := json.Marshal(s) // replaces invalid bytes, as encoding/json always did here
-		return append(b, q...)
-	}
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
+const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_packed,
 	next_attempt_at, created_at, updated_at, effect_hash)
 	SELECT $1, $2, $3, $4, '', $5, $6, $7, $7, $7, $9
 	WHERE $8 = '' OR NOT EXISTS (SELECT 1 FROM sighting WHERE kind = 'conflict' AND correlation_id = $5
@@ -373,10 +360,11 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	in.queueClaimed()
-	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now,
+	packed := outbox.PackPayload(e.Payload)
+	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, packed, in.s.Now,
 		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
-	in.bytes += len(e.Payload) + 200
+	in.bytes += len(packed) + 200
 	return in.maybeFlush(ctx)
 }
 
@@ -596,7 +584,12 @@ func (in *ingestion) Rollback() {
 	in.release()
 }
 
-const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload, status,
+// payloadCol is an outbox row's payload as stored: packed
+// (outbox.PackPayload) since migration 0011, else the jsonb of a row stored
+// before, as its text; outbox.UnpackPayload reads either.
+const payloadCol = `coalesce(payload_packed, convert_to(payload::text, 'UTF8'))`
+
+const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, ` + payloadCol + `, status,
 	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 'epoch'), last_error,
 	last_status, created_at, updated_at, coalesce(age_from, created_at), last_response, error_history`
 
@@ -606,7 +599,9 @@ func scanRow(row pgx.Row) (outbox.Row, error) {
 	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
 		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.LeaseToken, &r.LeaseExpiresAt, &r.LastError, &r.LastStatus,
 		&r.CreatedAt, &r.UpdatedAt, &r.AgeFrom, &r.LastResponse, &r.ErrorHistory)
-	r.Payload = payload
+	if err == nil {
+		r.Payload, err = outbox.UnpackPayload(payload)
+	}
 	return r, err
 }
 
@@ -913,10 +908,10 @@ func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, no
 	}
 	if ev != nil {
 		at := arg(now, "timestamptz")
-		q += `, ev AS (INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
+		q += `, ev AS (INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_packed,
 			next_attempt_at, created_at, updated_at, effect_hash)
 			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ` + arg(ev.Sink, "text") + `,
-				'delivery.dead:' || id, '', correlation_id, ` + arg(string(ev.Payload), "jsonb") + `, ` + at + `, ` + at + `, ` + at + `, ''
+				'delivery.dead:' || id, '', correlation_id, ` + arg(outbox.PackPayload(ev.Payload), "bytea") + `, ` + at + `, ` + at + `, ` + at + `, ''
 			FROM u ON CONFLICT (effect_key) DO NOTHING)
 		SELECT pg_notify('` + NotifyChannel + `', '') FROM u` // wake the relays, as an ingest does
 		return s.fenced(ctx, q, args...)
@@ -1025,7 +1020,7 @@ func (s *Store) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([
 }
 
 // briefCols are outboxCols without the payload and the last response.
-var briefCols = strings.NewReplacer("payload,", "NULL::bytea AS payload,", "last_response,", "'' AS last_response,").Replace(outboxCols)
+var briefCols = strings.NewReplacer(payloadCol+",", "NULL::bytea,", "last_response,", "'' AS last_response,").Replace(outboxCols)
 
 // ListDeadBrief implements outbox.Store.
 func (s *Store) ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
@@ -1285,7 +1280,7 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, payload FROM outbox
+	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, `+payloadCol+` FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= $1`, since)
 	if err != nil {
 		return f, err
@@ -1293,8 +1288,11 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	f.Enqueued, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
 		var payload []byte
-		err := r.Scan(&e.EffectKey, &e.Status, &payload)
-		e.Payload = payload
+		if err := r.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
+			return e, err
+		}
+		var err error
+		e.Payload, err = outbox.UnpackPayload(payload)
 		return e, err
 	})
 	if err != nil {

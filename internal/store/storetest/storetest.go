@@ -91,6 +91,7 @@ func sum(m map[string]int) int {
 func Tests() map[string]func(*testing.T, store.Store) {
 	return map[string]func(*testing.T, store.Store){
 		"SameFileThreeTimes":               testSameFileThreeTimes,
+		"PayloadBytesReadBack":             testPayloadBytesReadBack,
 		"DeadRowsBySinkKindAndTime":        testDeadFilter,
 		"DeadFilterTimeZones":              testDeadFilterZones,
 		"LastFileTimesPerSource":           testLastFileTimes,

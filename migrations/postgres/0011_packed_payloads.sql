@@ -136,3 +136,89 @@ BEGIN
     RETURN QUERY SELECT 'processed'::text, p_correlation, v_inserted, v_conflicts;
 END;
 $$;
+
+-- ediwatch_claim_sets claims a run of consecutive sets of one file, in file
+-- order, with exactly the outcomes ediwatch_claim_set would give each in
+-- turn. Per set: key, content hash, type, status, reason, summary (text of
+-- jsonb, or NULL); per effect, in set order: the position of its set
+-- (p_effect_sets, from 1) and the arrays ediwatch_claim_set takes.
+--
+-- The common case (every key new, every effect key new) is two
+-- statements: the inbox rows, then the outbox rows in set and effect order
+-- (the ordering trigger locks and numbers them in that order, as one call
+-- per set would). Any other case is found by a unique violation (after
+-- waiting for a concurrent claimer of the same key to commit, as
+-- ediwatch_claim_set does); the run is then undone to the block's
+-- savepoint and each set claimed by ediwatch_claim_set in turn.
+--
+-- Returns, per set by its position: the outcome, the original correlation
+-- id, the effect keys inserted and those in conflict.
+CREATE FUNCTION ediwatch_claim_sets(
+    p_keys text[], p_hashes text[], p_types text[], p_statuses text[], p_reasons text[], p_summaries text[],
+    p_source text, p_path text, p_file_sha256 text, p_correlation text, p_now timestamptz,
+    p_effect_sets integer[], p_kinds text[], p_effect_keys text[], p_ordering_keys text[], p_sinks text[],
+    p_payloads bytea[], p_effect_hashes text[]
+) RETURNS TABLE (n integer, outcome text, original_correlation_id text, inserted text[], conflicts text[])
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_sets integer := COALESCE(cardinality(p_keys), 0);
+    v_effects integer := COALESCE(cardinality(p_effect_keys), 0);
+    v_first integer := 1;
+    v_last integer;
+BEGIN
+    BEGIN
+        INSERT INTO inbox (key, status, content_hash, set_type, reason, summary, source, path, file_sha256,
+                           correlation_id, created_at, updated_at)
+        SELECT s.key, s.status, s.hash, s.type, s.reason, s.summary::jsonb, p_source, p_path, p_file_sha256,
+               p_correlation, p_now, p_now
+          FROM unnest(p_keys, p_statuses, p_hashes, p_types, p_reasons, p_summaries)
+               WITH ORDINALITY AS s(key, status, hash, type, reason, summary, i)
+         ORDER BY s.i;
+        INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_packed,
+                            next_attempt_at, created_at, updated_at, effect_hash)
+        SELECT e.key, e.kind, e.sink, e.ordering_key, p_keys[e.set_n], p_correlation, e.payload, p_now, p_now, p_now,
+               COALESCE(e.hash, '')
+          FROM unnest(p_effect_sets, p_effect_keys, p_kinds, p_sinks, p_ordering_keys, p_payloads, p_effect_hashes)
+               WITH ORDINALITY AS e(set_n, key, kind, sink, ordering_key, payload, hash, i)
+         WHERE p_statuses[e.set_n] = 'processed'
+         ORDER BY e.i;
+        RETURN QUERY
+            SELECT s.i::integer, s.status, p_correlation, COALESCE(g.keys, '{}'), '{}'::text[]
+              FROM unnest(p_statuses) WITH ORDINALITY AS s(status, i)
+              LEFT JOIN (SELECT e.set_n, array_agg(e.key ORDER BY e.j) AS keys
+                           FROM unnest(p_effect_sets, p_effect_keys) WITH ORDINALITY AS e(set_n, key, j)
+                          GROUP BY e.set_n) g ON g.set_n = s.i AND s.status = 'processed'
+             ORDER BY s.i;
+        RETURN;
+    EXCEPTION WHEN unique_violation THEN
+        NULL; -- some key or effect key is claimed: one set at a time
+    END;
+    FOR i IN 1..v_sets LOOP
+        v_last := v_first - 1;
+        WHILE v_last < v_effects AND p_effect_sets[v_last + 1] = i LOOP
+            v_last := v_last + 1;
+        END LOOP;
+        RETURN QUERY
+            SELECT i, c.outcome, c.original_correlation_id, c.inserted, c.conflicts
+              FROM ediwatch_claim_set(p_keys[i], p_hashes[i], p_types[i],
+                   p_statuses[i], p_reasons[i], p_summaries[i]::jsonb, p_source, p_path, p_file_sha256,
+                   p_correlation, p_now, p_kinds[v_first:v_last], p_effect_keys[v_first:v_last],
+                   p_ordering_keys[v_first:v_last], p_sinks[v_first:v_last], p_payloads[v_first:v_last],
+                   p_effect_hashes[v_first:v_last]) AS c;
+        v_first := v_last + 1;
+    END LOOP;
+END;
+$$;
+
+-- The ordering trigger of 0002 names the id sequence through
+-- pg_get_serial_sequence, a catalog lookup on every row; the sequence
+-- (owned by outbox.id) is named once here instead.
+CREATE OR REPLACE FUNCTION ediwatch_outbox_order() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO outbox_order (sink, ordering_key, touched_at) VALUES (NEW.sink, NEW.ordering_key, NEW.created_at)
+    ON CONFLICT (sink, ordering_key) DO UPDATE SET touched_at = excluded.touched_at;
+    NEW.id := nextval('outbox_id_seq');
+    RETURN NEW;
+END;
+$$;

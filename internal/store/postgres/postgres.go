@@ -134,29 +134,35 @@ func (s *Store) Migrate(ctx context.Context) error {
 // whose batch grows past flushAt opens an explicit transaction and sends
 // batches as they fill.
 type ingestion struct {
-	s       *inbox.FileInfo
-	st      *Store
-	batch   *pgx.Batch
-	queued  []queued
-	bytes   int
-	conn    *pgxpool.Conn
-	tx      pgx.Tx
-	result  inbox.IngestResult
-	done    bool
-	setRows int
+	s      *inbox.FileInfo
+	st     *Store
+	batch  *pgx.Batch
+	queued []queued
+	bytes  int
+	conn   *pgxpool.Conn
+	tx     pgx.Tx
+	result inbox.IngestResult
+	done   bool
+	// records counts the sets and acknowledgments added since the last
+	// batch was sent (claimed sets count by the statement recording them).
+	records int
 	// inflight, while a batch runs in the background, receives its
 	// outcome (maybeFlush).
 	inflight chan error
 	// claimedKeys and claimedHashes are the sets added as claimed since the
 	// last record of another kind, not queued yet (queueClaimed).
 	claimedKeys, claimedHashes []string
+	// sets are the sets added (not as claimed) since the last record of
+	// another kind, not queued yet (queueSets).
+	sets setRun
 }
 
 type queued struct {
-	kind string // set, claimed, ack, exec
+	kind string // sets, claimed, ack, exec
 	key  string
 	// claimed: the keys and content hashes of consecutive sets added as
-	// claimed, recorded by one statement.
+	// claimed, recorded by one statement; sets: the keys of consecutive
+	// sets claimed by one ediwatch_claim_sets.
 	keys, hashes []string
 }
 
@@ -174,30 +180,84 @@ func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingest
 	return &ingestion{s: &f, st: s, batch: &pgx.Batch{}}, nil
 }
 
-const claimSQL = `SELECT outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_set(
-	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
+// claimSetsSQL claims a run of consecutive sets (ediwatch_claim_sets,
+// migration 0011): one row per set, in order.
+const claimSetsSQL = `SELECT n, outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_sets(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 
-func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
+// setRun is a run of consecutive sets as ediwatch_claim_sets takes them:
+// per set, and per effect in set order (effectSets: its set's position,
+// from 1), payloads packed (outbox.PackPayload).
+type setRun struct {
+	keys, hashes, types, statuses, reasons []string
+	summaries                              []*string
+	effectSets                             []int32
+	kinds, effectKeys, orderingKeys, sinks []string
+	effectHashes                           []string
+	payloads                               [][]byte
+}
+
+// add appends r and returns the bytes it adds to the batch.
+func (run *setRun) add(r inbox.SetRecord) int {
 	status := "processed"
 	if r.Rejected {
 		status = "rejected"
 	}
+	var summary *string
+	if len(r.Summary) > 0 {
+		sum := string(r.Summary)
+		summary = &sum
+	}
+	run.keys = append(run.keys, r.Key)
+	run.hashes = append(run.hashes, r.ContentHash)
+	run.types = append(run.types, r.Type)
+	run.statuses = append(run.statuses, status)
+	run.reasons = append(run.reasons, validText(r.Reason))
+	run.summaries = append(run.summaries, summary)
+	n := len(r.Key) + len(r.ContentHash) + len(r.Type) + len(r.Reason) + len(r.Summary) + 60
+	for _, e := range r.Effects {
+		run.effectSets = append(run.effectSets, int32(len(run.keys)))
+		run.kinds = append(run.kinds, validText(e.Kind))
+		run.effectKeys = append(run.effectKeys, validText(e.Key))
+		run.orderingKeys = append(run.orderingKeys, validText(e.OrderingKey))
+		run.sinks = append(run.sinks, validText(e.Sink))
+		run.effectHashes = append(run.effectHashes, validText(e.Hash))
+		packed := outbox.PackPayload(e.Payload)
+		run.payloads = append(run.payloads, packed)
+		n += len(packed) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 40
+	}
+	return n
+}
+
+// setsPerRun bounds the sets one ediwatch_claim_sets claims.
+const setsPerRun = flushAtRows
+
+func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	if r.Claimed {
 		return in.addClaimed(ctx, r)
 	}
 	in.queueClaimed()
-	effects := effectArrays(r.Effects)
-	var summary any
-	if len(r.Summary) > 0 {
-		summary = string(r.Summary)
+	in.bytes += in.sets.add(r)
+	in.records++
+	if len(in.sets.keys) >= setsPerRun {
+		in.queueSets()
+	}
+	return in.maybeFlush(ctx)
+}
+
+// queueSets queues the statement claiming the sets added since the last
+// record of another kind, if any.
+func (in *ingestion) queueSets() {
+	run := &in.sets
+	if len(run.keys) == 0 {
+		return
 	}
 	f := in.s
-	in.batch.Queue(claimSQL, r.Key, r.ContentHash, r.Type, status, r.Reason, summary,
-		f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, effects.kinds, effects.keys, effects.orderingKeys,
-		effects.sinks, effects.payloads, effects.hashes)
-	in.queued = append(in.queued, queued{kind: "set", key: r.Key})
-	in.bytes += effects.bytes + len(r.Summary) + len(r.Key) + 200
-	return in.maybeFlush(ctx)
+	in.batch.Queue(claimSetsSQL, run.keys, run.hashes, run.types, run.statuses, run.reasons, run.summaries,
+		f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.effectSets, run.kinds, run.effectKeys,
+		run.orderingKeys, run.sinks, run.payloads, run.effectHashes)
+	in.queued = append(in.queued, queued{kind: "sets", keys: run.keys})
+	in.sets = setRun{}
 }
 
 // claimedSQL records consecutive sets added as claimed (without payload),
@@ -230,6 +290,7 @@ func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
 	if err := in.beginTx(ctx); err != nil {
 		return err
 	}
+	in.queueSets()
 	in.claimedKeys = append(in.claimedKeys, r.Key)
 	in.claimedHashes = append(in.claimedHashes, r.ContentHash)
 	in.bytes += len(r.Key) + len(r.ContentHash) + 100
@@ -249,6 +310,7 @@ func (in *ingestion) queueClaimed() {
 	f := in.s
 	in.batch.Queue(claimedSQL, in.claimedKeys, in.claimedHashes, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now)
 	in.queued = append(in.queued, queued{kind: "claimed", keys: in.claimedKeys, hashes: in.claimedHashes})
+	in.records++
 	in.claimedKeys, in.claimedHashes = nil, nil
 }
 
@@ -309,28 +371,6 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 	return out, nil
 }
 
-// claimEffects are a set's effects as the parallel arrays
-// ediwatch_claim_set takes, payloads packed (outbox.PackPayload).
-type claimEffects struct {
-	kinds, keys, orderingKeys, sinks, hashes []string
-	payloads                                 [][]byte
-	bytes                                    int // their size, for the batch's bound
-}
-
-// effectArrays returns effects as ediwatch_claim_set takes them.
-func effectArrays(effects []outbox.Effect) claimEffects {
-	n := len(effects)
-	c := claimEffects{kinds: make([]string, n), keys: make([]string, n), orderingKeys: make([]string, n),
-		sinks: make([]string, n), hashes: make([]string, n), payloads: make([][]byte, n)}
-	for i, e := range effects {
-		c.kinds[i], c.keys[i], c.orderingKeys[i] = validText(e.Kind), validText(e.Key), validText(e.OrderingKey)
-		c.sinks[i], c.hashes[i] = validText(e.Sink), validText(e.Hash)
-		c.payloads[i] = outbox.PackPayload(e.Payload)
-		c.bytes += len(c.payloads[i]) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 40
-	}
-	return c
-}
-
 // validText returns s with each byte that is not part of valid UTF-8
 // replaced by U+FFFD, as the effects' JSON encoding did before they were
 // passed as arrays (PostgreSQL refuses invalid text).
@@ -360,10 +400,12 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	in.queueClaimed()
+	in.queueSets()
 	packed := outbox.PackPayload(e.Payload)
 	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, packed, in.s.Now,
 		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
+	in.records++
 	in.bytes += len(packed) + 200
 	return in.maybeFlush(ctx)
 }
@@ -372,9 +414,11 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 // runs while the caller queues the next ones: its outcome is collected
 // before the next batch is sent, and by Commit and Rollback.
 func (in *ingestion) maybeFlush(ctx context.Context) error {
-	if in.bytes < flushAtBytes && len(in.queued) < flushAtRows {
+	if in.bytes < flushAtBytes && in.records < flushAtRows {
 		return nil
 	}
+	in.queueSets()
+	in.records = 0
 	if err := in.wait(); err != nil {
 		return err
 	}
@@ -442,23 +486,51 @@ func (in *ingestion) readClaimed(br pgx.BatchResults, q queued) error {
 	return nil
 }
 
+// readSets collects the results of a claimSetsSQL: one row per set.
+func (in *ingestion) readSets(br pgx.BatchResults, q queued) error {
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("ingest: claim %s: %w", q.keys[0], err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var n int32
+		var r inbox.SetResult
+		var outcome string
+		if err := rows.Scan(&n, &outcome, &r.OriginalCorrelationID, &r.EffectKeys, &r.ConflictKeys); err != nil {
+			return fmt.Errorf("ingest: claim %s: %w", q.keys[min(i, len(q.keys)-1)], err)
+		}
+		if int(n) != i+1 || i >= len(q.keys) {
+			return fmt.Errorf("ingest: claim %s: result %d out of order", q.keys[min(i, len(q.keys)-1)], n)
+		}
+		r.Key, r.Outcome = q.keys[i], outcomeOf(outcome)
+		if r.OriginalCorrelationID == in.s.CorrelationID {
+			// A new claim's own: one string for all of them, not one
+			// kept per set of a large file.
+			r.OriginalCorrelationID = in.s.CorrelationID
+		}
+		in.result.Sets = append(in.result.Sets, r)
+		i++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ingest: claim %s: %w", q.keys[min(i, len(q.keys)-1)], err)
+	}
+	if i != len(q.keys) {
+		return fmt.Errorf("ingest: claim %s: no result", q.keys[i])
+	}
+	return nil
+}
+
 // read collects the results of the queued statements, in order.
 func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 	for _, q := range queued {
 		switch q.kind {
-		case "set":
-			var r inbox.SetResult
-			var outcome string
-			if err := br.QueryRow().Scan(&outcome, &r.OriginalCorrelationID, &r.EffectKeys, &r.ConflictKeys); err != nil {
-				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
+		case "sets":
+			if err := in.readSets(br, q); err != nil {
+				return err
 			}
-			r.Key, r.Outcome = q.key, outcomeOf(outcome)
-			if r.OriginalCorrelationID == in.s.CorrelationID {
-				// A new claim's own: one string for all of them, not one
-				// kept per set of a large file.
-				r.OriginalCorrelationID = in.s.CorrelationID
-			}
-			in.result.Sets = append(in.result.Sets, r)
 		case "claimed":
 			if err := in.readClaimed(br, q); err != nil {
 				return err
@@ -510,13 +582,12 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		return nil, err
 	}
 	in.queueClaimed()
+	in.queueSets()
 	f := in.s
 	sets := len(in.result.Sets)
 	for _, q := range in.queued {
 		switch q.kind {
-		case "set":
-			sets++
-		case "claimed":
+		case "sets", "claimed":
 			sets += len(q.keys)
 		}
 	}

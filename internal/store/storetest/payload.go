@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -73,5 +74,73 @@ func testPayloadBytesReadBack(t *testing.T, s store.Store) {
 	evs, err := s.Claim(ctx, t0, []string{"chat"}, 10, time.Minute)
 	if err != nil || len(evs) != 1 || evs[0].Kind != outbox.KindDeliveryDead || string(evs[0].Payload) != event {
 		t.Fatalf("delivery.dead event: %+v %v, want its payload as written", evs, err)
+	}
+}
+
+// testRunOfSetsMixedOutcomes: one ingestion's consecutive sets get, each
+// in file order, the outcome it would get alone, when the run mixes new
+// sets with a duplicate of an earlier file, a business duplicate, a set
+// repeated within the run and a rejection; the effects inserted are
+// numbered in file order.
+func testRunOfSetsMixedOutcomes(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	pay := func(trace string) []outbox.Effect {
+		return []outbox.Effect{{Kind: "payment.posted", Key: "payment:1:" + trace, OrderingKey: "payment:1:" + trace,
+			Sink: "ledger", Payload: json.RawMessage(`{"trace":"` + trace + `"}`), Hash: "e-" + trace}}
+	}
+	key := func(n int) string { return fmt.Sprintf("x12:P:ZZ:A:ZZ:B:%09d:A:B:1:835:0001", n) }
+	ingest := func(path string, sets ...inbox.SetRecord) *inbox.IngestResult {
+		t.Helper()
+		ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: path, Size: 1, MTime: t0,
+			SHA256: "sha-" + path, CorrelationID: store.NewCorrelationID(), Now: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ing.Rollback()
+		for _, r := range sets {
+			if err := ing.AddSet(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := ing.Commit(ctx, inbox.FileIngested, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	ingest("first.835", inbox.SetRecord{Key: key(1), ContentHash: "h1", Type: "835", Effects: pay("T1")})
+	res := ingest("second.835",
+		inbox.SetRecord{Key: key(2), ContentHash: "h2", Type: "835", Effects: pay("T2")},
+		inbox.SetRecord{Key: key(1), ContentHash: "h1", Type: "835", Effects: pay("T1")},
+		inbox.SetRecord{Key: key(3), ContentHash: "h3", Type: "835", Effects: pay("T1")},
+		inbox.SetRecord{Key: key(4), ContentHash: "h4", Type: "835", Effects: pay("T4")},
+		inbox.SetRecord{Key: key(4), ContentHash: "h4", Type: "835", Effects: pay("T4")},
+		inbox.SetRecord{Key: key(5), ContentHash: "h5", Type: "835", Rejected: true, Reason: "bad", Effects: pay("T5")},
+		inbox.SetRecord{Key: key(6), ContentHash: "h6", Type: "835", Effects: pay("T6")},
+	)
+	want := []inbox.Outcome{inbox.Processed, inbox.Duplicate, inbox.BusinessDuplicate, inbox.Processed,
+		inbox.Duplicate, inbox.Rejected, inbox.Processed}
+	if len(res.Sets) != len(want) {
+		t.Fatalf("%d results, want %d: %+v", len(res.Sets), len(want), res.Sets)
+	}
+	for i, r := range res.Sets {
+		if r.Outcome != want[i] {
+			t.Errorf("set %d (%s): %s, want %s", i+1, r.Key, r.Outcome, want[i])
+		}
+	}
+	if k := res.Sets[0].EffectKeys; len(k) != 1 || k[0] != "payment:1:T2" || len(res.Sets[2].EffectKeys) != 0 ||
+		len(res.Sets[5].EffectKeys) != 0 {
+		t.Errorf("effect keys: %+v", res.Sets)
+	}
+	rows, err := s.Claim(ctx, t0, []string{"ledger"}, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range rows {
+		order = append(order, r.EffectKey)
+	}
+	if fmt.Sprint(order) != "[payment:1:T1 payment:1:T2 payment:1:T4 payment:1:T6]" {
+		t.Errorf("outbox rows in id order %v, want the payments in file order, none of the rejected set", order)
 	}
 }

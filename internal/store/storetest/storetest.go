@@ -92,6 +92,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 	return map[string]func(*testing.T, store.Store){
 		"SameFileThreeTimes":               testSameFileThreeTimes,
 		"PayloadBytesReadBack":             testPayloadBytesReadBack,
+		"RunOfSetsMixedOutcomes":           testRunOfSetsMixedOutcomes,
 		"DeadRowsBySinkKindAndTime":        testDeadFilter,
 		"DeadFilterTimeZones":              testDeadFilterZones,
 		"LastFileTimesPerSource":           testLastFileTimes,

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/golang/snappy"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -195,6 +196,24 @@ type setRun struct {
 	kinds, effectKeys, orderingKeys, sinks []string
 	effectHashes                           []string
 	payloads                               [][]byte
+	// arena holds the packed payloads, in chunks of packChunk bytes: one
+	// allocation for many payloads rather than one (of the largest size
+	// packing may take) per payload.
+	arena []byte
+}
+
+// packChunk is the size of an arena chunk of packed payloads.
+const packChunk = 256 << 10
+
+// pack returns p packed (outbox.PackPayload), stored in the run's arena.
+func (run *setRun) pack(p []byte) []byte {
+	need := 1 + snappy.MaxEncodedLen(len(p))
+	if cap(run.arena)-len(run.arena) < need {
+		run.arena = make([]byte, 0, max(packChunk, need))
+	}
+	start := len(run.arena)
+	run.arena = outbox.AppendPackedPayload(run.arena, p)
+	return run.arena[start:len(run.arena):len(run.arena)]
 }
 
 // add appends r and returns the bytes it adds to the batch.
@@ -222,7 +241,7 @@ func (run *setRun) add(r inbox.SetRecord) int {
 		run.orderingKeys = append(run.orderingKeys, validText(e.OrderingKey))
 		run.sinks = append(run.sinks, validText(e.Sink))
 		run.effectHashes = append(run.effectHashes, validText(e.Hash))
-		packed := outbox.PackPayload(e.Payload)
+		packed := run.pack(e.Payload)
 		run.payloads = append(run.payloads, packed)
 		n += len(packed) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 40
 	}

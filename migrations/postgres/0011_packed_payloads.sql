@@ -174,14 +174,26 @@ BEGIN
           FROM unnest(p_keys, p_statuses, p_hashes, p_types, p_reasons, p_summaries)
                WITH ORDINALITY AS s(key, status, hash, type, reason, summary, i)
          ORDER BY s.i;
-        INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_packed,
+        -- What the ordering trigger does row by row, for the whole run:
+        -- lock each sink and ordering key in file order, then number the
+        -- rows in file order (a row given its id skips the trigger).
+        INSERT INTO outbox_order (sink, ordering_key, touched_at)
+        SELECT o.sink, o.ordering_key, p_now
+          FROM (SELECT DISTINCT ON (e.sink, e.ordering_key) e.sink, e.ordering_key, e.i
+                  FROM unnest(p_effect_sets, p_sinks, p_ordering_keys) WITH ORDINALITY AS e(set_n, sink, ordering_key, i)
+                 WHERE p_statuses[e.set_n] = 'processed'
+                 ORDER BY e.sink, e.ordering_key, e.i) o
+         ORDER BY o.i
+        ON CONFLICT (sink, ordering_key) DO UPDATE SET touched_at = excluded.touched_at;
+        INSERT INTO outbox (id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_packed,
                             next_attempt_at, created_at, updated_at, effect_hash)
-        SELECT e.key, e.kind, e.sink, e.ordering_key, p_keys[e.set_n], p_correlation, e.payload, p_now, p_now, p_now,
-               COALESCE(e.hash, '')
-          FROM unnest(p_effect_sets, p_effect_keys, p_kinds, p_sinks, p_ordering_keys, p_payloads, p_effect_hashes)
-               WITH ORDINALITY AS e(set_n, key, kind, sink, ordering_key, payload, hash, i)
-         WHERE p_statuses[e.set_n] = 'processed'
-         ORDER BY e.i;
+        SELECT nextval('outbox_id_seq'), r.* FROM (
+            SELECT e.key, e.kind, e.sink, e.ordering_key, p_keys[e.set_n], p_correlation, e.payload, p_now, p_now,
+                   p_now, COALESCE(e.hash, '')
+              FROM unnest(p_effect_sets, p_effect_keys, p_kinds, p_sinks, p_ordering_keys, p_payloads, p_effect_hashes)
+                   WITH ORDINALITY AS e(set_n, key, kind, sink, ordering_key, payload, hash, i)
+             WHERE p_statuses[e.set_n] = 'processed'
+             ORDER BY e.i) r;
         RETURN QUERY
             SELECT s.i::integer, s.status, p_correlation, COALESCE(g.keys, '{}'), '{}'::text[]
               FROM unnest(p_statuses) WITH ORDINALITY AS s(status, i)
@@ -212,7 +224,9 @@ $$;
 
 -- The ordering trigger of 0002 names the id sequence through
 -- pg_get_serial_sequence, a catalog lookup on every row; the sequence
--- (owned by outbox.id) is named once here instead.
+-- (owned by outbox.id) is named once here instead. It runs for rows
+-- inserted without an id (every insert but ediwatch_claim_sets', which
+-- takes the same locks and ids for a whole run itself).
 CREATE OR REPLACE FUNCTION ediwatch_outbox_order() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -222,3 +236,6 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+DROP TRIGGER outbox_order ON outbox;
+CREATE TRIGGER outbox_order BEFORE INSERT ON outbox FOR EACH ROW WHEN (NEW.id IS NULL)
+    EXECUTE FUNCTION ediwatch_outbox_order();

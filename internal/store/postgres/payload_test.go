@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 	"github.com/ediwatch/ediwatch/migrations"
 )
@@ -217,4 +220,98 @@ func claimRow(t *testing.T, s *Store, sink string) outbox.Row {
 		t.Fatalf("claim %s: %d rows, %v", sink, len(rows), err)
 	}
 	return rows[0]
+}
+
+// TestRunDeliveryOrderIsCommitOrder: as TestDeliveryOrderIsCommitOrder,
+// for rows inserted by ediwatch_claim_sets, which takes the ordering locks
+// and ids of a whole run itself rather than through the trigger: the
+// second run of the same sink and ordering key waits for the first
+// transaction, so delivery follows commit order.
+func TestRunDeliveryOrderIsCommitOrder(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t).(*Store)
+	claim := func(tx pgx.Tx, n int, effect string) {
+		t.Helper()
+		var outcome string
+		if err := tx.QueryRow(ctx, claimSetsSQL+` WHERE n = 2`,
+			[]string{fmt.Sprintf("x12:K:%d:a", n), fmt.Sprintf("x12:K:%d:b", n)}, []string{"h", "h"},
+			[]string{"837", "837"}, []string{"processed", "processed"}, []string{"", ""}, []*string{nil, nil},
+			"test", "p", "sha", "c", t0, []int32{2, 2}, []string{"claim.received", "claim.received"},
+			[]string{effect, effect + ":other"}, []string{"claim:K", "claim:" + effect}, []string{"ledger", "ledger"},
+			[][]byte{outbox.PackPayload([]byte(`{}`)), outbox.PackPayload([]byte(`{}`))}, []string{"e", "e"},
+		).Scan(new(int32), &outcome, new(string), new([]string), new([]string)); err != nil || outcome != "processed" {
+			t.Errorf("claim %s: %q %v", effect, outcome, err)
+		}
+	}
+	var mu sync.Mutex
+	var committed, delivered []string
+	tx1, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	claim(tx1, 1, "first")
+	second := make(chan struct{})
+	var pid atomic.Int32
+	go func() {
+		defer close(second)
+		tx2, err := s.pool.Begin(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer tx2.Rollback(ctx)
+		var p int32
+		tx2.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&p)
+		pid.Store(p)
+		claim(tx2, 2, "second")
+		if err := tx2.Commit(ctx); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		committed = append(committed, "second")
+		mu.Unlock()
+	}()
+	for waiting := false; !waiting; {
+		select {
+		case <-second:
+			waiting = true
+		case <-time.After(10 * time.Millisecond):
+			var n int
+			s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+				AND pid = $1`, pid.Load()).Scan(&n)
+			waiting = n > 0
+		}
+	}
+	deliver := func() {
+		rows, err := s.Claim(ctx, t0, []string{"ledger"}, 10, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.OrderingKey == "claim:K" {
+				delivered = append(delivered, r.EffectKey)
+			}
+			if err := storetest.Complete(ctx, s, r.ID, r.LeaseToken, t0, 200); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deliver() // while the first transaction is open
+	mu.Lock()
+	if err := tx1.Commit(ctx); err != nil {
+		mu.Unlock()
+		t.Fatal(err)
+	}
+	committed = append(committed, "first")
+	mu.Unlock()
+	<-second
+	for range 3 {
+		deliver()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(delivered) != "[first second]" || fmt.Sprint(committed) != "[first second]" {
+		t.Errorf("committed %v, delivered %v; want both first, second", committed, delivered)
+	}
 }

@@ -236,7 +236,7 @@ func TestRunDeliveryOrderIsCommitOrder(t *testing.T) {
 		if err := tx.QueryRow(ctx, claimSetsSQL+` WHERE n = 2`,
 			[]string{fmt.Sprintf("x12:K:%d:a", n), fmt.Sprintf("x12:K:%d:b", n)}, []string{"h", "h"},
 			[]string{"837", "837"}, []string{"processed", "processed"}, []string{"", ""}, []*string{nil, nil},
-			"test", "p", "sha", "c", t0, []int32{2, 2}, []string{"claim.received", "claim.received"},
+			[]string{"", ""}, "test", "p", "sha", "c", t0, []int32{2, 2}, []string{"claim.received", "claim.received"},
 			[]string{effect, effect + ":other"}, []string{"claim:K", "claim:" + effect}, []string{"ledger", "ledger"},
 			[][]byte{outbox.PackPayload([]byte(`{}`)), outbox.PackPayload([]byte(`{}`))}, []string{"e", "e"},
 		).Scan(new(int32), &outcome, new(string), new([]string), new([]string)); err != nil || outcome != "processed" {

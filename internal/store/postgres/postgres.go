@@ -184,7 +184,7 @@ func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingest
 // claimSetsSQL claims a run of consecutive sets (ediwatch_claim_sets,
 // migration 0011): one row per set, in order.
 const claimSetsSQL = `SELECT n, outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_sets(
-	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
 
 // setRun is a run of consecutive sets as ediwatch_claim_sets takes them:
 // per set, and per effect in set order (effectSets: its set's position,
@@ -192,6 +192,7 @@ const claimSetsSQL = `SELECT n, outcome, original_correlation_id, inserted, conf
 type setRun struct {
 	keys, hashes, types, statuses, reasons []string
 	summaries                              []*string
+	keysSansISA13                          []string
 	effectSets                             []int32
 	kinds, effectKeys, orderingKeys, sinks []string
 	effectHashes                           []string
@@ -233,7 +234,8 @@ func (run *setRun) add(r inbox.SetRecord) int {
 	run.statuses = append(run.statuses, status)
 	run.reasons = append(run.reasons, validText(r.Reason))
 	run.summaries = append(run.summaries, summary)
-	n := len(r.Key) + len(r.ContentHash) + len(r.Type) + len(r.Reason) + len(r.Summary) + 60
+	run.keysSansISA13 = append(run.keysSansISA13, keySansISA13(r.Key))
+	n := 2*len(r.Key) + len(r.ContentHash) + len(r.Type) + len(r.Reason) + len(r.Summary) + 60
 	for _, e := range r.Effects {
 		run.effectSets = append(run.effectSets, int32(len(run.keys)))
 		run.kinds = append(run.kinds, validText(e.Kind))
@@ -273,7 +275,7 @@ func (in *ingestion) queueSets() {
 	}
 	f := in.s
 	in.batch.Queue(claimSetsSQL, run.keys, run.hashes, run.types, run.statuses, run.reasons, run.summaries,
-		f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.effectSets, run.kinds, run.effectKeys,
+		run.keysSansISA13, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.effectSets, run.kinds, run.effectKeys,
 		run.orderingKeys, run.sinks, run.payloads, run.effectHashes)
 	in.queued = append(in.queued, queued{kind: "sets", keys: run.keys})
 	in.sets = setRun{}

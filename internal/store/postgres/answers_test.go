@@ -168,3 +168,44 @@ func TestSetKeyFindsSetsStoredBeforeMigration0011(t *testing.T) {
 		t.Errorf("key_sans_isa13 of a new set: %v %v", stored, err)
 	}
 }
+
+// TestClaimedKeysProbesOnlyItsKeys: the lookup of a large file's keys
+// before its sets are processed probes the inbox for each key asked about;
+// it never reads the whole inbox (a hash of every key ever claimed), which
+// the planner chooses for a plain join given thousands of keys.
+func TestClaimedKeysProbesOnlyItsKeys(t *testing.T) {
+	s := newStore(t).(*Store)
+	ctx := context.Background()
+	if _, err := s.pool.Exec(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, source, path, file_sha256,
+		correlation_id, created_at, updated_at)
+		SELECT 'x12:' || g, CASE WHEN g % 10 = 0 THEN 'rejected' ELSE 'processed' END, 'h', '835', 's', 'p', 'f', 'c',
+			now(), now()
+		FROM generate_series(1, 20000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, "ANALYZE inbox"); err != nil {
+		t.Fatal(err)
+	}
+	keys := make([]string, 5000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("x12:%d", 2*i+1+(i%2)*30000) // half claimed, half not
+	}
+	got, err := s.ClaimedKeys(ctx, keys)
+	if err != nil || len(got) != 2500 {
+		t.Fatalf("%d claimed keys (%v), want 2500", len(got), err)
+	}
+	rows, err := s.pool.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+claimedKeysSQL, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		rows.Scan(&line)
+		plan.WriteString(line + "\n")
+	}
+	rows.Close()
+	if strings.Contains(plan.String(), "Seq Scan") || strings.Contains(plan.String(), "Hash") {
+		t.Errorf("the lookup reads the whole inbox:\n%s", plan.String())
+	}
+}

@@ -39,7 +39,8 @@ DROP FUNCTION ediwatch_claim_set(text, text, text, text, text, jsonb, text, text
 --
 -- Effects come as parallel arrays, one element per effect (kinds, keys,
 -- ordering keys, sinks, packed payloads, hashes), so no payload passes
--- through jsonb. A new effect key is inserted; an existing one with the
+-- through jsonb; p_key_sans_isa13 is the key less its ISA13
+-- (inbox.key_sans_isa13). A new effect key is inserted; an existing one with the
 -- same effect_hash (or a legacy row without one) is a business duplicate;
 -- with another effect_hash it is an effect conflict, recorded as a
 -- sighting.
@@ -51,7 +52,8 @@ DROP FUNCTION ediwatch_claim_set(text, text, text, text, text, jsonb, text, text
 CREATE FUNCTION ediwatch_claim_set(
     p_key text, p_hash text, p_type text, p_status text, p_reason text, p_summary jsonb,
     p_source text, p_path text, p_file_sha256 text, p_correlation text, p_now timestamptz,
-    p_kinds text[], p_keys text[], p_ordering_keys text[], p_sinks text[], p_payloads bytea[], p_hashes text[]
+    p_kinds text[], p_keys text[], p_ordering_keys text[], p_sinks text[], p_payloads bytea[], p_hashes text[],
+    p_key_sans_isa13 text
 ) RETURNS TABLE (outcome text, original_correlation_id text, inserted text[], conflicts text[])
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -67,9 +69,9 @@ DECLARE
     v_old_corr text;
 BEGIN
     INSERT INTO inbox (key, status, content_hash, set_type, reason, summary, source, path, file_sha256,
-                       correlation_id, created_at, updated_at)
+                       correlation_id, created_at, updated_at, key_sans_isa13)
     VALUES (p_key, p_status, p_hash, p_type, p_reason, p_summary, p_source, p_path, p_file_sha256,
-            p_correlation, p_now, p_now)
+            p_correlation, p_now, p_now, p_key_sans_isa13)
     ON CONFLICT (key) DO NOTHING
     RETURNING key INTO v_claimed;
 
@@ -152,8 +154,7 @@ $$;
 -- ediwatch_claim_sets claims a run of consecutive sets of one file, in file
 -- order, with exactly the outcomes ediwatch_claim_set would give each in
 -- turn. Per set: key, content hash, type, status, reason, summary (text of
--- jsonb, or NULL), key less its ISA13 (a set claimed one at a time leaves
--- it NULL: see inbox_key_sans_isa13_before); per effect, in set order: the position of its set
+-- jsonb, or NULL), key less its ISA13; per effect, in set order: the position of its set
 -- (p_effect_sets, from 1) and the arrays ediwatch_claim_set takes.
 --
 -- The common case (every key new, every effect key new) is two
@@ -229,7 +230,7 @@ BEGIN
                    p_statuses[i], p_reasons[i], p_summaries[i]::jsonb, p_source, p_path, p_file_sha256,
                    p_correlation, p_now, p_kinds[v_first:v_last], p_effect_keys[v_first:v_last],
                    p_ordering_keys[v_first:v_last], p_sinks[v_first:v_last], p_payloads[v_first:v_last],
-                   p_effect_hashes[v_first:v_last]) AS c;
+                   p_effect_hashes[v_first:v_last], p_keys_sans_isa13[i]) AS c;
         v_first := v_last + 1;
     END LOOP;
 END;

@@ -163,7 +163,7 @@ type queued struct {
 	key  string
 	// claimed: the keys and content hashes of consecutive sets added as
 	// claimed, recorded by one statement; sets: the keys of consecutive
-	// sets claimed by one ediwatch_claim_sets.
+	// sets claimed by one ediwatch_claim_sets (or ediwatch_claim_set).
 	keys, hashes []string
 }
 
@@ -185,6 +185,10 @@ func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingest
 // migration 0011): one row per set, in order.
 const claimSetsSQL = `SELECT n, outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_sets(
 	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
+
+// claimSetSQL claims one set (ediwatch_claim_set, migration 0011).
+const claimSetSQL = `SELECT 1, outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_set(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 
 // setRun is a run of consecutive sets as ediwatch_claim_sets takes them:
 // per set, and per effect in set order (effectSets: its set's position,
@@ -274,6 +278,16 @@ func (in *ingestion) queueSets() {
 		return
 	}
 	f := in.s
+	if len(run.keys) == 1 {
+		// One set (a small file's): the function of one set, which does
+		// without the run's savepoint and set-based statements.
+		in.batch.Queue(claimSetSQL, run.keys[0], run.hashes[0], run.types[0], run.statuses[0], run.reasons[0],
+			run.summaries[0], f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.kinds, run.effectKeys,
+			run.orderingKeys, run.sinks, run.payloads, run.effectHashes, run.keysSansISA13[0])
+		in.queued = append(in.queued, queued{kind: "sets", keys: run.keys})
+		in.sets = setRun{}
+		return
+	}
 	in.batch.Queue(claimSetsSQL, run.keys, run.hashes, run.types, run.statuses, run.reasons, run.summaries,
 		run.keysSansISA13, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.effectSets, run.kinds, run.effectKeys,
 		run.orderingKeys, run.sinks, run.payloads, run.effectHashes)

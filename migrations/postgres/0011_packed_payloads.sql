@@ -157,13 +157,16 @@ $$;
 -- jsonb, or NULL), key less its ISA13; per effect, in set order: the position of its set
 -- (p_effect_sets, from 1) and the arrays ediwatch_claim_set takes.
 --
--- The common case (every key new, every effect key new) is two
--- statements: the inbox rows, then the outbox rows in set and effect order
--- (the ordering trigger locks and numbers them in that order, as one call
--- per set would). Any other case is found by a unique violation (after
--- waiting for a concurrent claimer of the same key to commit, as
--- ediwatch_claim_set does); the run is then undone to the block's
--- savepoint and each set claimed by ediwatch_claim_set in turn.
+-- The common case (no key and no effect key of the run claimed, as far as
+-- this transaction sees, and none twice in the run) is three set-based
+-- statements: the inbox rows; the run's ordering locks, in file order; the
+-- outbox rows, numbered in file order (as the ordering trigger does row by
+-- row; a row given its id skips the trigger). Any other run is claimed by
+-- ediwatch_claim_set, one set at a time. A key or effect key that a
+-- concurrent transaction inserts and commits meanwhile fails the run with
+-- a unique violation: the ingestion is rolled back and written again
+-- (postgres.ingestErr), and then sees it. No savepoint: a large file's
+-- transaction keeps no subtransactions.
 --
 -- Returns, per set by its position: the outcome, the original correlation
 -- id, the effect keys inserted and those in conflict.
@@ -179,8 +182,18 @@ DECLARE
     v_effects integer := COALESCE(cardinality(p_effect_keys), 0);
     v_first integer := 1;
     v_last integer;
+    v_clear boolean;
 BEGIN
-    BEGIN
+    SELECT NOT EXISTS (SELECT 1 FROM unnest(p_keys) AS k(key),
+                       LATERAL (SELECT 1 FROM inbox i WHERE i.key = k.key LIMIT 1) AS i)
+       AND NOT EXISTS (SELECT 1 FROM unnest(p_effect_sets, p_effect_keys) AS e(set_n, key),
+                       LATERAL (SELECT 1 FROM outbox o WHERE o.effect_key = e.key LIMIT 1) AS o
+                        WHERE p_statuses[e.set_n] = 'processed')
+       AND (SELECT count(DISTINCT k.key) = count(*) FROM unnest(p_keys) AS k(key))
+       AND (SELECT count(DISTINCT e.key) = count(*) FROM unnest(p_effect_sets, p_effect_keys) AS e(set_n, key)
+             WHERE p_statuses[e.set_n] = 'processed')
+      INTO v_clear;
+    IF v_clear THEN
         INSERT INTO inbox (key, status, content_hash, set_type, reason, summary, source, path, file_sha256,
                            correlation_id, created_at, updated_at, key_sans_isa13)
         SELECT s.key, s.status, s.hash, s.type, s.reason, s.summary::jsonb, p_source, p_path, p_file_sha256,
@@ -188,9 +201,6 @@ BEGIN
           FROM unnest(p_keys, p_statuses, p_hashes, p_types, p_reasons, p_summaries, p_keys_sans_isa13)
                WITH ORDINALITY AS s(key, status, hash, type, reason, summary, sans, i)
          ORDER BY s.i;
-        -- What the ordering trigger does row by row, for the whole run:
-        -- lock each sink and ordering key in file order, then number the
-        -- rows in file order (a row given its id skips the trigger).
         INSERT INTO outbox_order (sink, ordering_key, touched_at)
         SELECT o.sink, o.ordering_key, p_now
           FROM (SELECT DISTINCT ON (e.sink, e.ordering_key) e.sink, e.ordering_key, e.i
@@ -216,9 +226,7 @@ BEGIN
                           GROUP BY e.set_n) g ON g.set_n = s.i AND s.status = 'processed'
              ORDER BY s.i;
         RETURN;
-    EXCEPTION WHEN unique_violation THEN
-        NULL; -- some key or effect key is claimed: one set at a time
-    END;
+    END IF;
     FOR i IN 1..v_sets LOOP
         v_last := v_first - 1;
         WHILE v_last < v_effects AND p_effect_sets[v_last + 1] = i LOOP

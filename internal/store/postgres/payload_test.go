@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -313,5 +314,67 @@ func TestRunDeliveryOrderIsCommitOrder(t *testing.T) {
 	defer mu.Unlock()
 	if fmt.Sprint(delivered) != "[first second]" || fmt.Sprint(committed) != "[first second]" {
 		t.Errorf("committed %v, delivered %v; want both first, second", committed, delivered)
+	}
+}
+
+// TestRunRacingAConcurrentClaimIsWrittenAgain: a run of sets whose keys a
+// concurrent transaction claims (not yet committed when the run looked)
+// waits for it and, when it commits, fails as transient (the ingestion is
+// rolled back and nothing of it stays); written again, the same sets are
+// duplicates of that claim.
+func TestRunRacingAConcurrentClaimIsWrittenAgain(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t).(*Store)
+	keys := []string{"x12:R:1", "x12:R:2"}
+	tx1, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx1.Rollback(ctx)
+	rows, err := tx1.Query(ctx, claimSetsSQL, keys, []string{"h1", "h2"}, []string{"835", "835"},
+		[]string{"processed", "processed"}, []string{"", ""}, []*string{nil, nil}, []string{"", ""}, "test", "first",
+		"sha", "corr-first", t0, []int32{}, []string{}, []string{}, []string{}, []string{}, [][]byte{}, []string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ingest := func() (*inbox.IngestResult, error) {
+		ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "second", Size: 1, MTime: t0,
+			SHA256: "sha2", CorrelationID: store.NewCorrelationID(), Now: t0})
+		if err != nil {
+			return nil, err
+		}
+		defer ing.Rollback()
+		for i, k := range keys {
+			if err := ing.AddSet(ctx, inbox.SetRecord{Key: k, ContentHash: fmt.Sprintf("h%d", i+1), Type: "835",
+				Effects: []outbox.Effect{{Kind: "payment.posted", Key: "payment:" + k, OrderingKey: "payment:" + k,
+					Sink: "ledger", Payload: json.RawMessage(`{}`), Hash: "e"}}}); err != nil {
+				return nil, err
+			}
+		}
+		return ing.Commit(ctx, inbox.FileIngested, "")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ingest()
+		done <- err
+	}()
+	waitForLockWait(t, s)
+	if err := tx1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrTransient) {
+		t.Fatalf("the racing run: %v, want ErrTransient", err)
+	}
+	if c, _ := s.Counts(ctx); c.Outbox[outbox.StatusPending] != 0 || c.Sightings["duplicate"] != 0 {
+		t.Fatalf("the rolled-back run left rows: %+v", c)
+	}
+	res, err := ingest()
+	if err != nil || len(res.Sets) != 2 || res.Sets[0].Outcome != inbox.Duplicate || res.Sets[1].Outcome != inbox.Duplicate ||
+		res.Sets[0].OriginalCorrelationID != "corr-first" {
+		t.Fatalf("written again: %+v %v, want two duplicates of the first claim", res, err)
 	}
 }

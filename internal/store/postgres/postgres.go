@@ -1274,8 +1274,9 @@ const fenceLost = "EW001"
 
 // ingestErr translates an ingestion's errors by SQLSTATE: a refused fence
 // into store.ErrLeaseLost; a deadlock or serialization failure (two
-// ingests inserting rows of the same ordering keys in opposite orders)
-// into store.ErrTransient, after which the whole ingestion may be written
+// ingests inserting rows of the same ordering keys in opposite orders), or
+// a unique violation (a run racing a concurrent claim of its keys), into
+// store.ErrTransient, after which the whole ingestion may be written
 // again.
 func ingestErr(err error) error {
 	var pe *pgconn.PgError
@@ -1284,6 +1285,12 @@ func ingestErr(err error) error {
 		case fenceLost:
 			return fmt.Errorf("ingest: %s: %w", pe.Message, store.ErrLeaseLost)
 		case "40P01", "40001": // deadlock_detected, serialization_failure
+			return fmt.Errorf("ingest: %s (%s): %w", pe.Message, pe.Code, store.ErrTransient)
+		case "23505": // unique_violation
+			// Only ediwatch_claim_sets' set-based inserts can raise it (every
+			// other insert of an ingestion has ON CONFLICT): a concurrent
+			// transaction committed a key or effect key of the run after
+			// the run found none. Written again, the run sees it.
 			return fmt.Errorf("ingest: %s (%s): %w", pe.Message, pe.Code, store.ErrTransient)
 		}
 	}

@@ -201,20 +201,22 @@ type setRun struct {
 	kinds, effectKeys, orderingKeys, sinks []string
 	effectHashes                           []string
 	payloads                               [][]byte
-	// arena holds the packed payloads, in chunks of packChunk bytes: one
-	// allocation for many payloads rather than one (of the largest size
-	// packing may take) per payload.
+	// arena holds the packed payloads, in chunks of up to packChunk
+	// bytes: one allocation for many payloads rather than one (of the
+	// largest size packing may take) per payload.
 	arena []byte
 }
 
-// packChunk is the size of an arena chunk of packed payloads.
+// packChunk is the largest arena chunk of packed payloads.
 const packChunk = 256 << 10
 
 // pack returns p packed (outbox.PackPayload), stored in the run's arena.
 func (run *setRun) pack(p []byte) []byte {
 	need := 1 + snappy.MaxEncodedLen(len(p))
 	if cap(run.arena)-len(run.arena) < need {
-		run.arena = make([]byte, 0, max(packChunk, need))
+		// Chunks double up to packChunk: a small file's run of one set
+		// takes no more than its payload needs.
+		run.arena = make([]byte, 0, max(need, min(packChunk, 2*cap(run.arena))))
 	}
 	start := len(run.arena)
 	run.arena = outbox.AppendPackedPayload(run.arena, p)

@@ -282,7 +282,7 @@ func (in *ingestion) queueSets() {
 	f := in.s
 	if len(run.keys) == 1 {
 		// One set (a small file's): the function of one set, which does
-		// without the run's savepoint and set-based statements.
+		// without the run's probes and set-based statements.
 		in.batch.Queue(claimSetSQL, run.keys[0], run.hashes[0], run.types[0], run.statuses[0], run.reasons[0],
 			run.summaries[0], f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.kinds, run.effectKeys,
 			run.orderingKeys, run.sinks, run.payloads, run.effectHashes, run.keysSansISA13[0])

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/golang/snappy"
 )
@@ -26,6 +27,21 @@ func PackPayload(p []byte) []byte {
 	out[0] = packedTag
 	n := len(snappy.Encode(out[1:], p))
 	return out[:1+n]
+}
+
+// AppendPackedPayload appends PackPayload(p) to dst and returns the
+// extended slice; with room in dst it allocates nothing, so a store
+// packing many payloads can pack them into one buffer.
+func AppendPackedPayload(dst, p []byte) []byte {
+	if len(p) == 0 {
+		return dst
+	}
+	start := len(dst)
+	dst = slices.Grow(dst, 1+snappy.MaxEncodedLen(len(p)))
+	out := dst[start : start+1+snappy.MaxEncodedLen(len(p))]
+	out[0] = packedTag
+	n := len(snappy.Encode(out[1:], p))
+	return dst[:start+1+n]
 }
 
 // UnpackPayload returns the payload b holds, as PackPayload stored it or,

@@ -25,6 +25,20 @@ func TestPackedPayloadReadsBackExactly(t *testing.T) {
 	})
 }
 
+// TestAppendPackedPayloadIsPackPayload: a payload appended packed to any
+// buffer is the buffer, then what PackPayload gives.
+func TestAppendPackedPayloadIsPackPayload(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		dst := rapid.SliceOf(rapid.Byte()).Draw(t, "dst")
+		dst = append(make([]byte, 0, len(dst)+rapid.IntRange(0, 1<<14).Draw(t, "room")), dst...)
+		p := rapid.SliceOf(rapid.Byte()).Draw(t, "payload")
+		want := append(bytes.Clone(dst), PackPayload(p)...)
+		if got := AppendPackedPayload(dst, p); !bytes.Equal(got, want) {
+			t.Fatalf("appended % x, want % x", got, want)
+		}
+	})
+}
+
 func TestPayloadStoredBeforePackingReadsAsStored(t *testing.T) {
 	for _, p := range []string{`{"amount":"600.00"}`, `[1,2]`, `"x"`, ` {"a":1}`, ``} {
 		got, err := UnpackPayload([]byte(p))

@@ -20,11 +20,18 @@ const (
 	// setKeyByEnvelopeSQL is SetKey for a prefix of six key parts (an
 	// envelope up to ISA08) and a suffix: the key less its seventh part
 	// (the ISA13) is prefix || suffix, which the index
-	// inbox_key_sans_isa13 (migration 0008) finds by equality ($1 prefix,
-	// $2 suffix).
-	setKeyByEnvelopeSQL = `SELECT key FROM inbox
-		WHERE regexp_replace(key, '^((?:[^:]*:){6})[^:]*', '\1') = $1 || $2 AND status = 'processed'
-		AND length(key) > length($1) + length($2)
+	// inbox_key_sans_isa13 (migration 0011) finds by equality on the
+	// column, and inbox_key_sans_isa13_before on the expression for rows
+	// stored before that column ($1 prefix, $2 suffix).
+	setKeyByEnvelopeSQL = `SELECT key FROM (
+		(SELECT key, created_at FROM inbox WHERE key_sans_isa13 = $1 || $2
+			AND status = 'processed' AND length(key) > length($1) + length($2)
+			ORDER BY created_at DESC LIMIT 1)
+		UNION ALL
+		(SELECT key, created_at FROM inbox
+			WHERE key_sans_isa13 IS NULL AND regexp_replace(key, '^((?:[^:]*:){6})[^:]*', '\1') = $1 || $2
+			AND status = 'processed' AND length(key) > length($1) + length($2)
+			ORDER BY created_at DESC LIMIT 1)) k
 		ORDER BY created_at DESC LIMIT 1`
 	claimKeySQL = `SELECT effect_key FROM outbox
 		WHERE ordering_key = $1 AND kind = 'claim.received' ORDER BY id DESC LIMIT 1`
@@ -71,4 +78,30 @@ func (s *Store) ClaimKey(ctx context.Context, orderingKey string) (string, error
 		return "", fmt.Errorf("answered claim: %w", err)
 	}
 	return key, nil
+}
+
+// keySansISA13 returns key with its seventh part (the ISA13) taken out,
+// "x12:P:ZZ:A:ZZ:B::A:B:1:837:0001" for
+// "x12:P:ZZ:A:ZZ:B:000000001:A:B:1:837:0001": what the expression
+// regexp_replace(key, '^((?:[^:]*:){6})[^:]*', '\1') gives (a key of
+// fewer than seven parts stays as it is), stored in inbox.key_sans_isa13.
+func keySansISA13(key string) string {
+	sixth := -1
+	n := 0
+	for i := 0; i < len(key); i++ {
+		if key[i] != ':' {
+			continue
+		}
+		if n++; n == 6 {
+			sixth = i
+			break
+		}
+	}
+	if sixth < 0 {
+		return key
+	}
+	if j := strings.IndexByte(key[sixth+1:], ':'); j >= 0 {
+		return key[:sixth+1] + key[sixth+1+j:]
+	}
+	return key[:sixth+1]
 }

@@ -6,7 +6,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/golang/snappy"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -135,29 +135,35 @@ func (s *Store) Migrate(ctx context.Context) error {
 // whose batch grows past flushAt opens an explicit transaction and sends
 // batches as they fill.
 type ingestion struct {
-	s       *inbox.FileInfo
-	st      *Store
-	batch   *pgx.Batch
-	queued  []queued
-	bytes   int
-	conn    *pgxpool.Conn
-	tx      pgx.Tx
-	result  inbox.IngestResult
-	done    bool
-	setRows int
+	s      *inbox.FileInfo
+	st     *Store
+	batch  *pgx.Batch
+	queued []queued
+	bytes  int
+	conn   *pgxpool.Conn
+	tx     pgx.Tx
+	result inbox.IngestResult
+	done   bool
+	// records counts the sets and acknowledgments added since the last
+	// batch was sent (claimed sets count by the statement recording them).
+	records int
 	// inflight, while a batch runs in the background, receives its
 	// outcome (maybeFlush).
 	inflight chan error
 	// claimedKeys and claimedHashes are the sets added as claimed since the
 	// last record of another kind, not queued yet (queueClaimed).
 	claimedKeys, claimedHashes []string
+	// sets are the sets added (not as claimed) since the last record of
+	// another kind, not queued yet (queueSets).
+	sets setRun
 }
 
 type queued struct {
-	kind string // set, claimed, ack, exec
+	kind string // sets, claimed, ack, exec
 	key  string
 	// claimed: the keys and content hashes of consecutive sets added as
-	// claimed, recorded by one statement.
+	// claimed, recorded by one statement; sets: the keys of consecutive
+	// sets claimed by one ediwatch_claim_sets (or ediwatch_claim_set).
 	keys, hashes []string
 }
 
@@ -175,32 +181,123 @@ func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingest
 	return &ingestion{s: &f, st: s, batch: &pgx.Batch{}}, nil
 }
 
-const claimSQL = `SELECT outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_set(
-	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+// claimSetsSQL claims a run of consecutive sets (ediwatch_claim_sets,
+// migration 0011): one row per set, in order.
+const claimSetsSQL = `SELECT n, outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_sets(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
 
-func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
+// claimSetSQL claims one set (ediwatch_claim_set, migration 0011).
+const claimSetSQL = `SELECT 1, outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_set(
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+
+// setRun is a run of consecutive sets as ediwatch_claim_sets takes them:
+// per set, and per effect in set order (effectSets: its set's position,
+// from 1), payloads packed (outbox.PackPayload).
+type setRun struct {
+	keys, hashes, types, statuses, reasons []string
+	summaries                              []*string
+	keysSansISA13                          []string
+	effectSets                             []int32
+	kinds, effectKeys, orderingKeys, sinks []string
+	effectHashes                           []string
+	payloads                               [][]byte
+	// arena holds the packed payloads, in chunks of up to packChunk
+	// bytes: one allocation for many payloads rather than one (of the
+	// largest size packing may take) per payload.
+	arena []byte
+}
+
+// packChunk is the largest arena chunk of packed payloads.
+const packChunk = 256 << 10
+
+// pack returns p packed (outbox.PackPayload), stored in the run's arena.
+func (run *setRun) pack(p []byte) []byte {
+	need := 1 + snappy.MaxEncodedLen(len(p))
+	if cap(run.arena)-len(run.arena) < need {
+		// Chunks double up to packChunk: a small file's run of one set
+		// takes no more than its payload needs.
+		run.arena = make([]byte, 0, max(need, min(packChunk, 2*cap(run.arena))))
+	}
+	start := len(run.arena)
+	run.arena = outbox.AppendPackedPayload(run.arena, p)
+	return run.arena[start:len(run.arena):len(run.arena)]
+}
+
+// add appends r and returns the bytes it adds to the batch.
+func (run *setRun) add(r inbox.SetRecord) int {
 	status := "processed"
 	if r.Rejected {
 		status = "rejected"
 	}
+	var summary *string
+	if len(r.Summary) > 0 {
+		sum := string(r.Summary)
+		summary = &sum
+	}
+	run.keys = append(run.keys, r.Key)
+	run.hashes = append(run.hashes, r.ContentHash)
+	run.types = append(run.types, r.Type)
+	run.statuses = append(run.statuses, status)
+	run.reasons = append(run.reasons, validText(r.Reason))
+	run.summaries = append(run.summaries, summary)
+	run.keysSansISA13 = append(run.keysSansISA13, keySansISA13(r.Key))
+	n := 2*len(r.Key) + len(r.ContentHash) + len(r.Type) + len(r.Reason) + len(r.Summary) + 60
+	for _, e := range r.Effects {
+		run.effectSets = append(run.effectSets, int32(len(run.keys)))
+		run.kinds = append(run.kinds, validText(e.Kind))
+		run.effectKeys = append(run.effectKeys, validText(e.Key))
+		run.orderingKeys = append(run.orderingKeys, validText(e.OrderingKey))
+		run.sinks = append(run.sinks, validText(e.Sink))
+		run.effectHashes = append(run.effectHashes, validText(e.Hash))
+		packed := e.Packed // the ingest's spill keeps payloads packed
+		if packed == nil {
+			packed = run.pack(e.Payload)
+		}
+		run.payloads = append(run.payloads, packed)
+		n += len(packed) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 40
+	}
+	return n
+}
+
+// setsPerRun bounds the sets one ediwatch_claim_sets claims.
+const setsPerRun = flushAtRows
+
+func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	if r.Claimed {
 		return in.addClaimed(ctx, r)
 	}
 	in.queueClaimed()
-	if err := jsonPayloads(r.Effects); err != nil {
-		return err
+	in.bytes += in.sets.add(r)
+	in.records++
+	if len(in.sets.keys) >= setsPerRun {
+		in.queueSets()
 	}
-	effects := effectsJSON(r.Effects)
-	var summary any
-	if len(r.Summary) > 0 {
-		summary = string(r.Summary)
+	return in.maybeFlush(ctx)
+}
+
+// queueSets queues the statement claiming the sets added since the last
+// record of another kind, if any.
+func (in *ingestion) queueSets() {
+	run := &in.sets
+	if len(run.keys) == 0 {
+		return
 	}
 	f := in.s
-	in.batch.Queue(claimSQL, r.Key, r.ContentHash, r.Type, status, r.Reason, summary,
-		f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, string(effects))
-	in.queued = append(in.queued, queued{kind: "set", key: r.Key})
-	in.bytes += len(effects) + len(r.Key) + 200
-	return in.maybeFlush(ctx)
+	if len(run.keys) == 1 {
+		// One set (a small file's): the function of one set, which does
+		// without the run's probes and set-based statements.
+		in.batch.Queue(claimSetSQL, run.keys[0], run.hashes[0], run.types[0], run.statuses[0], run.reasons[0],
+			run.summaries[0], f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.kinds, run.effectKeys,
+			run.orderingKeys, run.sinks, run.payloads, run.effectHashes, run.keysSansISA13[0])
+		in.queued = append(in.queued, queued{kind: "sets", keys: run.keys})
+		in.sets = setRun{}
+		return
+	}
+	in.batch.Queue(claimSetsSQL, run.keys, run.hashes, run.types, run.statuses, run.reasons, run.summaries,
+		run.keysSansISA13, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.effectSets, run.kinds, run.effectKeys,
+		run.orderingKeys, run.sinks, run.payloads, run.effectHashes)
+	in.queued = append(in.queued, queued{kind: "sets", keys: run.keys})
+	in.sets = setRun{}
 }
 
 // claimedSQL records consecutive sets added as claimed (without payload),
@@ -233,6 +330,7 @@ func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
 	if err := in.beginTx(ctx); err != nil {
 		return err
 	}
+	in.queueSets()
 	in.claimedKeys = append(in.claimedKeys, r.Key)
 	in.claimedHashes = append(in.claimedHashes, r.ContentHash)
 	in.bytes += len(r.Key) + len(r.ContentHash) + 100
@@ -252,6 +350,7 @@ func (in *ingestion) queueClaimed() {
 	f := in.s
 	in.batch.Queue(claimedSQL, in.claimedKeys, in.claimedHashes, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now)
 	in.queued = append(in.queued, queued{kind: "claimed", keys: in.claimedKeys, hashes: in.claimedHashes})
+	in.records++
 	in.claimedKeys, in.claimedHashes = nil, nil
 }
 
@@ -281,6 +380,16 @@ func (in *ingestion) beginTx(ctx context.Context) error {
 const lz4SQL = `SELECT set_config('default_toast_compression', 'lz4', true) FROM pg_settings
 	WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)`
 
+// claimedKeysSQL returns the keys of $1 claimed other than as a
+// rejection: one probe of the key's index per key, whatever the size of
+// the inbox. Not key = ANY($1): on a table not yet analysed the planner
+// may scan it comparing every row with the whole array; not a plain join
+// either: given the array's length, the planner hashes the whole inbox
+// (measured twice the time of the probes at 60,000 rows, and it grows with
+// the inbox).
+const claimedKeysSQL = `SELECT k.key FROM unnest($1::text[]) AS k(key)
+	CROSS JOIN LATERAL (SELECT 1 FROM inbox i WHERE i.key = k.key AND i.status <> 'rejected' LIMIT 1) AS i`
+
 // ClaimedKeys implements inbox.ClaimLookup. The keys of its answer are
 // strings of keys, not copies.
 func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
@@ -292,10 +401,7 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 		for _, k := range chunk {
 			want[k] = k
 		}
-		// A join, not key = ANY($1): on a table not yet analysed the
-		// planner may scan it comparing every row with the whole array.
-		rows, err := s.pool.Query(ctx, `SELECT i.key FROM unnest($1::text[]) AS k(key) JOIN inbox i ON i.key = k.key
-			WHERE i.status <> 'rejected'`, chunk)
+		rows, err := s.pool.Query(ctx, claimedKeysSQL, chunk)
 		if err != nil {
 			return nil, fmt.Errorf("claimed keys: %w", err)
 		}
@@ -312,78 +418,27 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 	return out, nil
 }
 
-// jsonPayloads gives every effect of es its payload as JSON (Payload),
-// unpacking those the ingest's spill kept packed.
-func jsonPayloads(es []outbox.Effect) error {
-	for i := range es {
-		if es[i].Packed == nil {
-			continue
-		}
-		p, err := es[i].JSONPayload()
-		if err != nil {
-			return fmt.Errorf("ingest: effect %s: %w", es[i].Key, err)
-		}
-		es[i].Payload, es[i].Packed = p, nil
+// validText returns s with each byte that is not part of valid UTF-8
+// replaced by U+FFFD, as the effects' JSON encoding did before they were
+// passed as arrays (PostgreSQL refuses invalid text).
+func validText(s string) string {
+	if utf8.ValidString(s) {
+		return s
 	}
-	return nil
-}
-
-// effectsJSON encodes effects as the JSON array ediwatch_claim_set reads,
-// without reflection (a payload is already JSON: it is copied as is).
-func effectsJSON(effects []outbox.Effect) []byte {
-	n := 2
-	for _, e := range effects {
-		n += len(e.Payload) + len(e.Key) + len(e.OrderingKey) + len(e.Kind) + len(e.Sink) + len(e.Hash) + 80
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
-	for i, e := range effects {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"kind":`...)
-		b = appendJSONString(b, e.Kind)
-		b = append(b, `,"key":`...)
-		b = appendJSONString(b, e.Key)
-		b = append(b, `,"ordering_key":`...)
-		b = appendJSONString(b, e.OrderingKey)
-		b = append(b, `,"sink":`...)
-		b = appendJSONString(b, e.Sink)
-		b = append(b, `,"payload":`...)
-		if len(e.Payload) == 0 {
-			b = append(b, "null"...)
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
 		} else {
-			b = append(b, e.Payload...)
+			b.WriteString(s[i : i+size])
 		}
-		b = append(b, `,"hash":`...)
-		b = appendJSONString(b, e.Hash)
-		b = append(b, '}')
+		i += size
 	}
-	return append(b, ']')
+	return b.String()
 }
 
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	if !utf8.ValidString(s) {
-		q, _ := json.Marshal(s) // replaces invalid bytes, as encoding/json always did here
-		return append(b, q...)
-	}
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
+const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_packed,
 	next_attempt_at, created_at, updated_at, effect_hash)
 	SELECT $1, $2, $3, $4, '', $5, $6, $7, $7, $7, $9
 	WHERE $8 = '' OR NOT EXISTS (SELECT 1 FROM sighting WHERE kind = 'conflict' AND correlation_id = $5
@@ -392,15 +447,13 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	in.queueClaimed()
-	es := []outbox.Effect{e}
-	if err := jsonPayloads(es); err != nil {
-		return err
-	}
-	e = es[0]
-	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, string(e.Payload), in.s.Now,
+	in.queueSets()
+	packed := e.StoredPayload()
+	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, packed, in.s.Now,
 		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
-	in.bytes += len(e.Payload) + 200
+	in.records++
+	in.bytes += len(packed) + 200
 	return in.maybeFlush(ctx)
 }
 
@@ -408,9 +461,11 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 // runs while the caller queues the next ones: its outcome is collected
 // before the next batch is sent, and by Commit and Rollback.
 func (in *ingestion) maybeFlush(ctx context.Context) error {
-	if in.bytes < flushAtBytes && len(in.queued) < flushAtRows {
+	if in.bytes < flushAtBytes && in.records < flushAtRows {
 		return nil
 	}
+	in.queueSets()
+	in.records = 0
 	if err := in.wait(); err != nil {
 		return err
 	}
@@ -478,23 +533,51 @@ func (in *ingestion) readClaimed(br pgx.BatchResults, q queued) error {
 	return nil
 }
 
+// readSets collects the results of a claimSetsSQL: one row per set.
+func (in *ingestion) readSets(br pgx.BatchResults, q queued) error {
+	rows, err := br.Query()
+	if err != nil {
+		return fmt.Errorf("ingest: claim %s: %w", q.keys[0], err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var n int32
+		var r inbox.SetResult
+		var outcome string
+		if err := rows.Scan(&n, &outcome, &r.OriginalCorrelationID, &r.EffectKeys, &r.ConflictKeys); err != nil {
+			return fmt.Errorf("ingest: claim %s: %w", q.keys[min(i, len(q.keys)-1)], err)
+		}
+		if int(n) != i+1 || i >= len(q.keys) {
+			return fmt.Errorf("ingest: claim %s: result %d out of order", q.keys[min(i, len(q.keys)-1)], n)
+		}
+		r.Key, r.Outcome = q.keys[i], outcomeOf(outcome)
+		if r.OriginalCorrelationID == in.s.CorrelationID {
+			// A new claim's own: one string for all of them, not one
+			// kept per set of a large file.
+			r.OriginalCorrelationID = in.s.CorrelationID
+		}
+		in.result.Sets = append(in.result.Sets, r)
+		i++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ingest: claim %s: %w", q.keys[min(i, len(q.keys)-1)], err)
+	}
+	if i != len(q.keys) {
+		return fmt.Errorf("ingest: claim %s: no result", q.keys[i])
+	}
+	return nil
+}
+
 // read collects the results of the queued statements, in order.
 func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 	for _, q := range queued {
 		switch q.kind {
-		case "set":
-			var r inbox.SetResult
-			var outcome string
-			if err := br.QueryRow().Scan(&outcome, &r.OriginalCorrelationID, &r.EffectKeys, &r.ConflictKeys); err != nil {
-				return fmt.Errorf("ingest: claim %s: %w", q.key, err)
+		case "sets":
+			if err := in.readSets(br, q); err != nil {
+				return err
 			}
-			r.Key, r.Outcome = q.key, outcomeOf(outcome)
-			if r.OriginalCorrelationID == in.s.CorrelationID {
-				// A new claim's own: one string for all of them, not one
-				// kept per set of a large file.
-				r.OriginalCorrelationID = in.s.CorrelationID
-			}
-			in.result.Sets = append(in.result.Sets, r)
 		case "claimed":
 			if err := in.readClaimed(br, q); err != nil {
 				return err
@@ -546,13 +629,12 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		return nil, err
 	}
 	in.queueClaimed()
+	in.queueSets()
 	f := in.s
 	sets := len(in.result.Sets)
 	for _, q := range in.queued {
 		switch q.kind {
-		case "set":
-			sets++
-		case "claimed":
+		case "sets", "claimed":
 			sets += len(q.keys)
 		}
 	}
@@ -620,7 +702,12 @@ func (in *ingestion) Rollback() {
 	in.release()
 }
 
-const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload, status,
+// payloadCol is an outbox row's payload as stored: packed
+// (outbox.PackPayload) since migration 0011, else the jsonb of a row stored
+// before, as its text; outbox.UnpackPayload reads either.
+const payloadCol = `coalesce(payload_packed, convert_to(payload::text, 'UTF8'))`
+
+const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, ` + payloadCol + `, status,
 	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 'epoch'), last_error,
 	last_status, created_at, updated_at, coalesce(age_from, created_at), last_response, error_history`
 
@@ -630,7 +717,9 @@ func scanRow(row pgx.Row) (outbox.Row, error) {
 	err := row.Scan(&r.ID, &r.EffectKey, &r.Kind, &r.Sink, &r.OrderingKey, &r.InboxKey, &r.CorrelationID, &payload,
 		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.LeaseToken, &r.LeaseExpiresAt, &r.LastError, &r.LastStatus,
 		&r.CreatedAt, &r.UpdatedAt, &r.AgeFrom, &r.LastResponse, &r.ErrorHistory)
-	r.Payload = payload
+	if err == nil {
+		r.Payload, err = outbox.UnpackPayload(payload)
+	}
 	return r, err
 }
 
@@ -937,10 +1026,10 @@ func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, no
 	}
 	if ev != nil {
 		at := arg(now, "timestamptz")
-		q += `, ev AS (INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload,
+		q += `, ev AS (INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_packed,
 			next_attempt_at, created_at, updated_at, effect_hash)
 			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ` + arg(ev.Sink, "text") + `,
-				'delivery.dead:' || id, '', correlation_id, ` + arg(string(ev.Payload), "jsonb") + `, ` + at + `, ` + at + `, ` + at + `, ''
+				'delivery.dead:' || id, '', correlation_id, ` + arg(outbox.PackPayload(ev.Payload), "bytea") + `, ` + at + `, ` + at + `, ` + at + `, ''
 			FROM u ON CONFLICT (effect_key) DO NOTHING)
 		SELECT pg_notify('` + NotifyChannel + `', '') FROM u` // wake the relays, as an ingest does
 		return s.fenced(ctx, q, args...)
@@ -1049,7 +1138,7 @@ func (s *Store) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([
 }
 
 // briefCols are outboxCols without the payload and the last response.
-var briefCols = strings.NewReplacer("payload,", "NULL::bytea AS payload,", "last_response,", "'' AS last_response,").Replace(outboxCols)
+var briefCols = strings.NewReplacer(payloadCol+",", "NULL::bytea,", "last_response,", "'' AS last_response,").Replace(outboxCols)
 
 // ListDeadBrief implements outbox.Store.
 func (s *Store) ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
@@ -1190,8 +1279,9 @@ const fenceLost = "EW001"
 
 // ingestErr translates an ingestion's errors by SQLSTATE: a refused fence
 // into store.ErrLeaseLost; a deadlock or serialization failure (two
-// ingests inserting rows of the same ordering keys in opposite orders)
-// into store.ErrTransient, after which the whole ingestion may be written
+// ingests inserting rows of the same ordering keys in opposite orders), or
+// a unique violation (a run racing a concurrent claim of its keys), into
+// store.ErrTransient, after which the whole ingestion may be written
 // again.
 func ingestErr(err error) error {
 	var pe *pgconn.PgError
@@ -1200,6 +1290,12 @@ func ingestErr(err error) error {
 		case fenceLost:
 			return fmt.Errorf("ingest: %s: %w", pe.Message, store.ErrLeaseLost)
 		case "40P01", "40001": // deadlock_detected, serialization_failure
+			return fmt.Errorf("ingest: %s (%s): %w", pe.Message, pe.Code, store.ErrTransient)
+		case "23505": // unique_violation
+			// Only ediwatch_claim_sets' set-based inserts can raise it (every
+			// other insert of an ingestion has ON CONFLICT): a concurrent
+			// transaction committed a key or effect key of the run after
+			// the run found none. Written again, the run sees it.
 			return fmt.Errorf("ingest: %s (%s): %w", pe.Message, pe.Code, store.ErrTransient)
 		}
 	}
@@ -1309,7 +1405,7 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, payload FROM outbox
+	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, `+payloadCol+` FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= $1`, since)
 	if err != nil {
 		return f, err
@@ -1317,8 +1413,11 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	f.Enqueued, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
 		var payload []byte
-		err := r.Scan(&e.EffectKey, &e.Status, &payload)
-		e.Payload = payload
+		if err := r.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
+			return e, err
+		}
+		var err error
+		e.Payload, err = outbox.UnpackPayload(payload)
 		return e, err
 	})
 	if err != nil {

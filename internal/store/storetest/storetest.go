@@ -91,6 +91,8 @@ func sum(m map[string]int) int {
 func Tests() map[string]func(*testing.T, store.Store) {
 	return map[string]func(*testing.T, store.Store){
 		"SameFileThreeTimes":               testSameFileThreeTimes,
+		"PayloadBytesReadBack":             testPayloadBytesReadBack,
+		"RunOfSetsMixedOutcomes":           testRunOfSetsMixedOutcomes,
 		"DeadRowsBySinkKindAndTime":        testDeadFilter,
 		"DeadFilterTimeZones":              testDeadFilterZones,
 		"LastFileTimesPerSource":           testLastFileTimes,

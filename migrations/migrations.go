@@ -46,3 +46,16 @@ func Of(driver string) ([]Migration, error) {
 	}
 	return out, nil
 }
+
+// Latest returns the number of driver's last migration: the schema this
+// build of ediwatch knows.
+func Latest(driver string) (int, error) {
+	all, err := Of(driver)
+	if err != nil {
+		return 0, err
+	}
+	if len(all) == 0 {
+		return 0, fmt.Errorf("migrate: no migrations for %s", driver)
+	}
+	return all[len(all)-1].Version, nil
+}

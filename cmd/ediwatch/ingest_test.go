@@ -219,3 +219,33 @@ func TestIngestRecordsTheFilesSHA256(t *testing.T) {
 		}
 	}
 }
+
+// TestANewerSchemaIsRefused: a database migrated by a newer ediwatch is
+// refused by every command of this one (exit 2, naming both versions):
+// this build would read the newer schema as the one it knows.
+func TestANewerSchemaIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "e.db")
+	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+dbPath))
+	if out, err := command(t, "migrate", "--config", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := command(t, "dlq", "list", "--config", cfg).CombinedOutput(); err != nil {
+		t.Fatalf("the schema this build knows refused: %v: %s", err, out)
+	}
+	db, err := sql.Open("sqlite", "file:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, args := range [][]string{{"dlq", "list"}, {"migrate"}, {"sink", "list"}} {
+		cmd := command(t, append(args, "--config", cfg)...)
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "9999") {
+			t.Errorf("%v on a newer schema: %v, %s", args, err, out)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
+	"github.com/ediwatch/ediwatch/migrations"
 )
 
 // openStore opens the configured store, its pool bounded by
@@ -36,7 +37,38 @@ func openStore(ctx context.Context, c config.Store, migrate bool) (store.Store, 
 			return nil, err
 		}
 	}
+	if err := checkSchema(ctx, c.Driver, s); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkSchema refuses a database migrated by a newer ediwatch: this build
+// would read and write it as the schema it knows (a column renamed, a
+// payload stored another way) and could deliver what it misreads. During
+// a rolling upgrade, replicas still on the older build stop with this
+// error instead (from this build on).
+func checkSchema(ctx context.Context, driver string, s store.Store) error {
+	v, ok := s.(interface {
+		SchemaVersion(ctx context.Context) (int, error)
+	})
+	if !ok {
+		return nil
+	}
+	have, err := v.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	known, err := migrations.Latest(driver)
+	if err != nil {
+		return err
+	}
+	if have > known {
+		return &exitError{code: 2, err: fmt.Errorf("the %s store's schema is at migration %d, newer than this ediwatch "+
+			"knows (%d): another replica or `ediwatch migrate` of a newer version migrated it; run that version", driver, have, known)}
+	}
+	return nil
 }
 
 func loadConfig(path string) (config.Config, error) {

@@ -26,7 +26,7 @@ func BenchmarkClaimBesideDisabledSink(b *testing.B) {
 	ctx := context.Background()
 	insert := func(b *testing.B, s *Store, sink string, at time.Time) {
 		if _, err := s.db.ExecContext(ctx, `WITH RECURSIVE i(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM i WHERE v < ?)
-			INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, payload, next_attempt_at, created_at, updated_at)
+			INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, stored_payload, next_attempt_at, created_at, updated_at)
 			SELECT ? || v, 'payment.posted', ?, ? || v, 'c', '{}', ?, ?, ? FROM i`,
 			n, sink, sink, sink, us(at), us(at), us(at)); err != nil {
 			b.Fatal(err)

@@ -493,7 +493,7 @@ func (in *ingestion) flushClaimed(ctx context.Context) error {
 func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey string) (string, *string, error) {
 	now := us(in.f.Now)
 	ins, err := in.exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
-		correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
+		correlation_id, stored_payload, next_attempt_at, created_at, updated_at, effect_hash)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
 		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, e.StoredPayload(), now, now, now,
 		e.Hash)
@@ -590,7 +590,7 @@ func (in *ingestion) Rollback() {
 	}
 }
 
-const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload, status,
+const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, stored_payload, status,
 	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 0), last_error, last_status,
 	created_at, updated_at, coalesce(age_from, created_at), last_response, error_history`
 
@@ -869,7 +869,7 @@ func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, now t
 	}
 	if ev != nil {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
-			correlation_id, payload, next_attempt_at, created_at, updated_at, effect_hash)
+			correlation_id, stored_payload, next_attempt_at, created_at, updated_at, effect_hash)
 			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ?, 'delivery.dead:' || id, '',
 				correlation_id, ?, ?, ?, ?, '' FROM outbox WHERE id = ?
 			ON CONFLICT (effect_key) DO NOTHING`, ev.Sink, outbox.PackPayload(ev.Payload), us(now), us(now), us(now), id); err != nil {
@@ -986,7 +986,7 @@ func (s *Store) ListDead(ctx context.Context, f outbox.DeadFilter, limit int) ([
 }
 
 // briefCols are outboxCols without the payload and the last response.
-var briefCols = strings.NewReplacer("payload,", "'' AS payload,", "last_response,", "'' AS last_response,").Replace(outboxCols)
+var briefCols = strings.NewReplacer("stored_payload,", "'' AS stored_payload,", "last_response,", "'' AS last_response,").Replace(outboxCols)
 
 // ListDeadBrief implements outbox.Store.
 func (s *Store) ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit int) ([]outbox.Row, error) {
@@ -1246,7 +1246,7 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT effect_key, status, payload FROM outbox
+	rows, err = s.db.QueryContext(ctx, `SELECT effect_key, status, stored_payload FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= ?`, us(since))
 	if err != nil {
 		return f, err

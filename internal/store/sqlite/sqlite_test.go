@@ -232,14 +232,15 @@ func TestPayloadsArePackedAndRowsStoredBeforeStillRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stored []byte
-	if err := s.db.QueryRowContext(ctx, "SELECT payload FROM outbox WHERE effect_key = 'payment:1'").Scan(&stored); err != nil {
+	if err := s.db.QueryRowContext(ctx, "SELECT stored_payload FROM outbox WHERE effect_key = 'payment:1'").Scan(&stored); err != nil {
 		t.Fatal(err)
 	}
 	if len(stored) == 0 || stored[0] == '{' || len(stored) >= len(payload) {
 		t.Fatalf("stored %d bytes starting %q for a payload of %d", len(stored), stored[:1], len(payload))
 	}
+	// A row stored before 0011: its payload the JSON text.
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
-		payload, next_attempt_at, created_at, updated_at) VALUES ('payment:old', 'payment.posted', 'ledger', 'o2', 'c',
+		stored_payload, next_attempt_at, created_at, updated_at) VALUES ('payment:old', 'payment.posted', 'ledger', 'o2', 'c',
 		'{"amount":"1.00"}', 1, 1, 1)`); err != nil {
 		t.Fatal(err)
 	}
@@ -269,5 +270,23 @@ func TestPayloadsArePackedAndRowsStoredBeforeStillRead(t *testing.T) {
 	}
 	if read != 1 {
 		t.Fatalf("reconcile read the packed payment %d times", read)
+	}
+}
+
+// TestABuildBeforePackedPayloadsCannotReadThem: a build of ediwatch from
+// before payloads were packed read the column as JSON and would deliver
+// packed bytes; after migration 0012 every statement of such a build that
+// names the column fails instead (it delivers nothing, loudly).
+func TestABuildBeforePackedPayloadsCannotReadThem(t *testing.T) {
+	s := newStore(t).(*Store)
+	ctx := context.Background()
+	for _, q := range []string{
+		"SELECT payload FROM outbox",
+		`INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, payload, next_attempt_at,
+			created_at, updated_at) VALUES ('k', 'payment.posted', 'ledger', 'o', 'c', '{}', 1, 1, 1)`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err == nil || !strings.Contains(err.Error(), "payload") {
+			t.Errorf("%s: %v, want an error naming the column", q, err)
+		}
 	}
 }

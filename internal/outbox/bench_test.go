@@ -203,6 +203,7 @@ func BenchmarkCommitToPOSTUnderLoad(b *testing.B) {
 
 		committed := make([]time.Time, rows)
 		keys := make([]string, rows)
+		packed := outbox.PackPayload([]byte(`{"amount":"150.00"}`))
 		run := b.Name()
 		for i := range keys {
 			keys[i] = fmt.Sprintf("payment:LOAD:%s:%d", run, i)
@@ -230,9 +231,9 @@ func BenchmarkCommitToPOSTUnderLoad(b *testing.B) {
 					// One statement, one implicit transaction: the row
 					// and the NOTIFY an ingest sends, both at COMMIT.
 					_, err := st.Pool().Exec(ctx, `WITH row AS (INSERT INTO outbox (effect_key, kind, sink, ordering_key,
-						correlation_id, payload, next_attempt_at, created_at, updated_at) VALUES ($1, 'payment.posted',
-						'ledger', $1, 'c', '{"amount":"150.00"}', $2, $2, $2) RETURNING 1)
-						SELECT pg_notify($3, '') FROM row`, keys[i], now, postgres.NotifyChannel)
+						correlation_id, payload_packed, next_attempt_at, created_at, updated_at) VALUES ($1, 'payment.posted',
+						'ledger', $1, 'c', $4, $2, $2, $2) RETURNING 1)
+						SELECT pg_notify($3, '') FROM row`, keys[i], now, postgres.NotifyChannel, packed)
 					if err != nil {
 						b.Error(err)
 						return

@@ -185,7 +185,7 @@ func TestNewPayloadsStoredPacked(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"payment:1:T1": payment, "ack999:1": ack, fmt.Sprintf("delivery.dead:%d:1", r.ID): event}
-	rows, err := s.pool.Query(ctx, `SELECT effect_key, payload IS NULL, payload_packed FROM outbox`)
+	rows, err := s.pool.Query(ctx, `SELECT effect_key, payload_json IS NULL, payload_packed FROM outbox`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,5 +376,25 @@ func TestRunRacingAConcurrentClaimIsWrittenAgain(t *testing.T) {
 	if err != nil || len(res.Sets) != 2 || res.Sets[0].Outcome != inbox.Duplicate || res.Sets[1].Outcome != inbox.Duplicate ||
 		res.Sets[0].OriginalCorrelationID != "corr-first" {
 		t.Fatalf("written again: %+v %v, want two duplicates of the first claim", res, err)
+	}
+}
+
+// TestABuildBeforePackedPayloadsCannotReadThem: a build of ediwatch from
+// before payloads were packed read the payload column alone and would
+// deliver a packed row's NULL; after migration 0012 every statement of
+// such a build that names the column fails instead (it delivers nothing,
+// loudly), and its claim function is gone.
+func TestABuildBeforePackedPayloadsCannotReadThem(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t).(*Store)
+	for _, q := range []string{
+		"SELECT payload FROM outbox",
+		`INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, payload, next_attempt_at,
+			created_at, updated_at) VALUES ('k', 'payment.posted', 'ledger', 'o', 'c', '{}', now(), now(), now())`,
+		`SELECT * FROM ediwatch_claim_set('k', 'h', '835', 'processed', '', NULL, 's', 'p', 'f', 'c', now(), '[]'::jsonb)`,
+	} {
+		if _, err := s.pool.Exec(ctx, q); err == nil {
+			t.Errorf("%s: no error", q)
+		}
 	}
 }

@@ -705,7 +705,7 @@ func (in *ingestion) Rollback() {
 // payloadCol is an outbox row's payload as stored: packed
 // (outbox.PackPayload) since migration 0011, else the jsonb of a row stored
 // before, as its text; outbox.UnpackPayload reads either.
-const payloadCol = `coalesce(payload_packed, convert_to(payload::text, 'UTF8'))`
+const payloadCol = `coalesce(payload_packed, convert_to(payload_json::text, 'UTF8'))`
 
 const outboxCols = `id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, ` + payloadCol + `, status,
 	attempts, next_attempt_at, coalesce(lease_token, ''), coalesce(lease_expires_at, 'epoch'), last_error,

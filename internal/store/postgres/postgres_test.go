@@ -90,7 +90,7 @@ func TestDeliveryOrderIsCommitOrder(t *testing.T) {
 	s := newStore(t).(*Store)
 	insert := func(tx pgx.Tx, key string) {
 		t.Helper()
-		if _, err := tx.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, payload,
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, payload_json,
 			next_attempt_at, created_at, updated_at) VALUES ($1, 'claim.received', 'ledger', 'claim:K', 'c', '{}', $2, $2, $2)`,
 			key, time.Unix(0, 0)); err != nil {
 			t.Error(err)

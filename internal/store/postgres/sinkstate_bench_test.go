@@ -25,7 +25,7 @@ func BenchmarkClaimBesideDisabledSink(b *testing.B) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 	insert := func(b *testing.B, s *Store, sink string, at time.Time) {
-		if _, err := s.pool.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, payload,
+		if _, err := s.pool.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id, payload_json,
 			next_attempt_at, created_at, updated_at)
 			SELECT $1 || i, 'payment.posted', $1, $1 || i, 'c', '{}', $2, $2, $2 FROM generate_series(1, $3) i`,
 			sink, at, n); err != nil {

@@ -28,6 +28,7 @@ type spill struct {
 	file *os.File
 	w    *bufio.Writer
 	buf  []byte // the record being encoded
+	pack []byte // a payload being packed
 }
 
 // spilled is one record of the spill: a set or an acknowledgment.
@@ -67,11 +68,11 @@ func (s *spill) put(rec spilled) error {
 		b = appendStr(b, []byte(r.Summary))
 		b = binary.AppendUvarint(b, uint64(len(r.Effects)))
 		for _, e := range r.Effects {
-			b = appendEffect(b, e)
+			b = s.appendEffect(b, e)
 		}
 	case rec.Ack != nil:
 		b = append(b, tagAck)
-		b = appendEffect(b, *rec.Ack)
+		b = s.appendEffect(b, *rec.Ack)
 	default:
 		return errors.New("ingest: spill: empty record")
 	}
@@ -88,12 +89,20 @@ func appendStr[S string | []byte](b []byte, s S) []byte {
 	return append(b, s...)
 }
 
-func appendEffect(b []byte, e outbox.Effect) []byte {
+// appendEffect appends e, its payload packed (packed in the spill's own
+// buffer, reused from payload to payload: a large file's would otherwise
+// allocate a worst-case buffer each).
+func (s *spill) appendEffect(b []byte, e outbox.Effect) []byte {
 	b = appendStr(b, e.Kind)
 	b = appendStr(b, e.Key)
 	b = appendStr(b, e.OrderingKey)
 	b = appendStr(b, e.Sink)
-	b = appendStr(b, e.StoredPayload())
+	packed := e.Packed
+	if packed == nil {
+		s.pack = outbox.AppendPackedPayload(s.pack[:0], e.Payload)
+		packed = s.pack
+	}
+	b = appendStr(b, packed)
 	b = appendStr(b, e.Hash)
 	return appendStr(b, e.UnlessConflictIn)
 }

@@ -122,3 +122,22 @@ func TestSpillKeepsPayloadsPacked(t *testing.T) {
 		}
 	}
 }
+
+// TestSpillPacksWithoutAllocatingPerPayload: packing a payload into the
+// spill reuses the spill's buffer; a large file's payloads would
+// otherwise each allocate a worst-case buffer (more than the payload)
+// that the collector then has to reclaim.
+func TestSpillPacksWithoutAllocatingPerPayload(t *testing.T) {
+	payload := []byte(`{"claims":[` + strings.Repeat(`{"charge":"100.00","paid":"75.00"},`, 150) + `{}]}`)
+	sp := &spill{dir: t.TempDir()}
+	defer sp.Close()
+	rec := spilled{Ack: &outbox.Effect{Kind: "payment.posted", Key: "k", Sink: "ledger", Payload: payload}}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := sp.put(rec); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs >= 1 {
+		t.Errorf("%.2f allocations per spilled payload of %d bytes", allocs, len(payload))
+	}
+}

@@ -149,6 +149,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"FileOutcomesPerArrival":            testFileOutcomesPerArrival,
 		"SessionRevocation":                 testSessionRevocation,
 		"OverlappingLargeFilesConcurrently": testOverlappingLargeFilesConcurrently,
+		"RunRepeatingItsOwnKeys":            testRunRepeatingItsOwnKeys,
 	}
 }
 

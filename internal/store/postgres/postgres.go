@@ -32,9 +32,8 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	ctl  store.ControlNumbers
-	// raced holds the correlation ids of ingestions whose run of sets
-	// raced a concurrent claim (a unique violation); written again, they
-	// claim one set at a time.
+	// raced holds the correlation ids of ingestions rolled back as
+	// transient; written again, they claim one set at a time.
 	raced racedIngests
 }
 
@@ -42,9 +41,9 @@ type Store struct {
 // transient: by a unique violation (a run of sets found none of its keys
 // claimed, and a concurrent transaction claimed one and committed while
 // the run waited for it) or by a deadlock with another ingest (the next
-// write may meet a run of it again). Every later write of such a file claims its sets one at a time
-// (ediwatch_claim_set), which waits for a concurrent claim and then sees
-// it, so that a file colliding on every write with the ingests of
+// write may meet a run of it again). Every later write of such a file
+// claims its sets one at a time (ediwatch_claim_set), which waits for a
+// concurrent claim and then sees it, so that a file colliding on every write with the ingests of
 // overlapping files (three at once do this) still commits, as every write
 // did before runs were claimed set-based, instead of failing once its
 // writes are used up.
@@ -205,8 +204,8 @@ type ingestion struct {
 	// sets are the sets added (not as claimed) since the last record of
 	// another kind, not queued yet (queueSets).
 	sets setRun
-	// oneByOne: this file's previous write raced a concurrent claim
-	// (racedIngests); its sets are claimed one at a time.
+	// oneByOne: a previous write of this file was rolled back as
+	// transient (racedIngests); its sets are claimed one at a time.
 	oneByOne bool
 }
 
@@ -755,6 +754,16 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		in.st.raced.forget(f.CorrelationID)
 	}
 	return &in.result, nil
+}
+
+// failed is ingestErr(err), remembering a transient failure (racedIngests)
+// so that the file's later writes claim its sets one at a time.
+func (in *ingestion) failed(err error) error {
+	err = ingestErr(err)
+	if errors.Is(err, store.ErrTransient) {
+		in.st.raced.add(in.s.CorrelationID)
+	}
+	return err
 }
 
 func (in *ingestion) release() {
@@ -1355,16 +1364,6 @@ const fenceLost = "EW001"
 // a unique violation (a run racing a concurrent claim of its keys), into
 // store.ErrTransient, after which the whole ingestion may be written
 // again.
-// failed is ingestErr(err), remembering a transient failure (racedIngests)
-// so that the file's later writes claim its sets one at a time.
-func (in *ingestion) failed(err error) error {
-	err = ingestErr(err)
-	if errors.Is(err, store.ErrTransient) {
-		in.st.raced.add(in.s.CorrelationID)
-	}
-	return err
-}
-
 func ingestErr(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {

@@ -70,7 +70,8 @@ func sameJSON(a, b []byte) bool {
 // TestPayloadStoredAsJSONBBeforeMigration0011: a payment and an
 // acknowledgment stored by the claim function of before migration 0011,
 // with jsonb payloads, are read after the migration with their payloads
-// intact: by a claim, by id, by reconciliation and from the dead letters;
+// intact: by a claim, by id, by reconciliation, from the dead letters and
+// claimed again once replayed;
 // and the set and its effect still decide a re-arrival (a duplicate, and a
 // business duplicate under a new key).
 func TestPayloadStoredAsJSONBBeforeMigration0011(t *testing.T) {
@@ -124,6 +125,19 @@ func TestPayloadStoredAsJSONBBeforeMigration0011(t *testing.T) {
 	for _, r := range dead {
 		if !sameJSON(r.Payload, []byte(want[r.EffectKey])) {
 			t.Errorf("dead %s: payload %s, want %s", r.EffectKey, r.Payload, want[r.EffectKey])
+		}
+	}
+	// Replayed, they are claimed again with their payloads intact.
+	if n, err := s.Replay(ctx, outbox.DeadFilter{Sink: "ledger"}, t0); err != nil || n != 2 {
+		t.Fatalf("replay: %d %v", n, err)
+	}
+	again, err := s.Claim(ctx, t0.Add(time.Hour), []string{"ledger"}, 10, time.Minute)
+	if err != nil || len(again) != 2 {
+		t.Fatalf("claim after the replay: %d rows, %v", len(again), err)
+	}
+	for _, r := range again {
+		if !sameJSON(r.Payload, []byte(want[r.EffectKey])) {
+			t.Errorf("replayed %s: payload %s, want %s", r.EffectKey, r.Payload, want[r.EffectKey])
 		}
 	}
 

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -31,6 +32,53 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	ctl  store.ControlNumbers
+	// raced holds the correlation ids of ingestions rolled back as
+	// transient; written again, they claim one set at a time.
+	raced racedIngests
+}
+
+// racedIngests is a set of correlation ids of ingestions rolled back as
+// transient: by a unique violation (a run of sets found none of its keys
+// claimed, and a concurrent transaction claimed one and committed while
+// the run waited for it) or by a deadlock with another ingest (the next
+// write may meet a run of it again). Every later write of such a file
+// claims its sets one at a time (ediwatch_claim_set), which waits for a
+// concurrent claim and then sees it, so that a file colliding on every write with the ingests of
+// overlapping files (three at once do this) still commits, as every write
+// did before runs were claimed set-based, instead of failing once its
+// writes are used up.
+type racedIngests struct {
+	mu  sync.Mutex
+	ids map[string]struct{}
+}
+
+// maxRaced bounds racedIngests: an id whose file is not written again
+// (its last write raced) is forgotten with the others past it, which at
+// worst lets a later write of those files race again.
+const maxRaced = 1024
+
+func (r *racedIngests) add(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids == nil || len(r.ids) >= maxRaced {
+		r.ids = map[string]struct{}{}
+	}
+	r.ids[id] = struct{}{}
+}
+
+// has reports whether id raced.
+func (r *racedIngests) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.ids[id]
+	return ok
+}
+
+// forget forgets id (its file committed).
+func (r *racedIngests) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.ids, id)
 }
 
 var _ store.Store = (*Store)(nil)
@@ -156,6 +204,9 @@ type ingestion struct {
 	// sets are the sets added (not as claimed) since the last record of
 	// another kind, not queued yet (queueSets).
 	sets setRun
+	// oneByOne: a previous write of this file was rolled back as
+	// transient (racedIngests); its sets are claimed one at a time.
+	oneByOne bool
 }
 
 type queued struct {
@@ -178,7 +229,7 @@ const (
 
 // BeginIngest implements inbox.Ingester.
 func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingestion, error) {
-	return &ingestion{s: &f, st: s, batch: &pgx.Batch{}}, nil
+	return &ingestion{s: &f, st: s, batch: &pgx.Batch{}, oneByOne: s.raced.has(f.CorrelationID)}, nil
 }
 
 // claimSetsSQL claims a run of consecutive sets (ediwatch_claim_sets,
@@ -283,6 +334,23 @@ func (in *ingestion) queueSets() {
 		return
 	}
 	f := in.s
+	if in.oneByOne && len(run.keys) > 1 {
+		first := 0
+		for i := range run.keys {
+			last := first
+			for last < len(run.effectSets) && int(run.effectSets[last]) == i+1 {
+				last++
+			}
+			in.batch.Queue(claimSetSQL, run.keys[i], run.hashes[i], run.types[i], run.statuses[i], run.reasons[i],
+				run.summaries[i], f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.kinds[first:last],
+				run.effectKeys[first:last], run.orderingKeys[first:last], run.sinks[first:last],
+				run.payloads[first:last], run.effectHashes[first:last], run.keysSansISA13[i])
+			in.queued = append(in.queued, queued{kind: "sets", keys: run.keys[i : i+1]})
+			first = last
+		}
+		in.sets = setRun{}
+		return
+	}
 	if len(run.keys) == 1 {
 		// One set (a small file's): the function of one set, which does
 		// without the run's probes and set-based statements.
@@ -482,7 +550,7 @@ func (in *ingestion) maybeFlush(ctx context.Context) error {
 		if cerr := br.Close(); err == nil {
 			err = cerr
 		}
-		done <- ingestErr(err)
+		done <- in.failed(err)
 	}()
 	return nil
 }
@@ -680,9 +748,22 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		return nil, injected
 	}
 	if err != nil {
-		return nil, ingestErr(err)
+		return nil, in.failed(err)
+	}
+	if in.oneByOne {
+		in.st.raced.forget(f.CorrelationID)
 	}
 	return &in.result, nil
+}
+
+// failed is ingestErr(err), remembering a transient failure (racedIngests)
+// so that the file's later writes claim its sets one at a time.
+func (in *ingestion) failed(err error) error {
+	err = ingestErr(err)
+	if errors.Is(err, store.ErrTransient) {
+		in.st.raced.add(in.s.CorrelationID)
+	}
+	return err
 }
 
 func (in *ingestion) release() {

@@ -148,6 +148,8 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"AttemptStatsPerSink":              testAttemptStatsPerSink,
 		"FileOutcomesPerArrival":           testFileOutcomesPerArrival,
 		"SessionRevocation":                testSessionRevocation,
+		"OverlappingFilesConcurrently":     testOverlappingLargeFilesConcurrently,
+		"RunRepeatingItsOwnKeys":           testRunRepeatingItsOwnKeys,
 	}
 }
 

@@ -66,10 +66,10 @@ func BenchmarkRelayVsPgbench(b *testing.B) {
 	var seed [][]any
 	for i := 0; i < rows; i++ {
 		key := fmt.Sprintf("payment:BENCH:%d", i)
-		seed = append(seed, []any{key, "payment.posted", "ledger", key, "c", string(payload), now, now, now})
+		seed = append(seed, []any{key, "payment.posted", "ledger", key, "c", outbox.PackPayload(payload), now, now, now})
 	}
 	if _, err := st.Pool().CopyFrom(ctx, pgx.Identifier{"outbox"}, []string{"effect_key", "kind", "sink", "ordering_key",
-		"correlation_id", "payload", "next_attempt_at", "created_at", "updated_at"}, pgx.CopyFromRows(seed)); err != nil {
+		"correlation_id", "payload_packed", "next_attempt_at", "created_at", "updated_at"}, pgx.CopyFromRows(seed)); err != nil {
 		b.Fatal(err)
 	}
 	var mu sync.Mutex

@@ -169,6 +169,15 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, sour
 	if err != nil {
 		return nil, "", err
 	}
+	return ingestOpened(cmd, opts, dec, source, path, fh, st)
+}
+
+// ingestOpened ingests fh, opened at path, as it was when st described
+// it: the hash and the parse read the same st.Size() bytes, whatever is
+// appended to the file meanwhile (a writer still uploading it).
+func ingestOpened(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, source, path string, fh *os.File,
+	st os.FileInfo) (*inbox.Report, string, error) {
+	var err error
 	// The file's SHA-256 is taken on a goroutine of its own, by positioned
 	// reads that leave the parse's offset alone, while the file is parsed:
 	// the ingest asks for it before it writes (FileInfo.SHA256Of).
@@ -195,7 +204,7 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, sour
 	corr := store.NewCorrelationID()
 	info := inbox.FileInfo{Source: source, Path: abs, Size: st.Size(), MTime: st.ModTime().UTC(),
 		SHA256Of: sum, CorrelationID: corr, Now: time.Now().UTC()}
-	var plain io.ReadSeeker = fh
+	var plain io.ReadSeeker = io.NewSectionReader(fh, 0, st.Size())
 	if dec != nil {
 		// A message refused is recorded with the file's hash.
 		if info.SHA256, err = sum(); err != nil {
@@ -213,10 +222,10 @@ func ingestPath(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, sour
 		if err != nil {
 			return nil, "", err
 		}
-		if pt != fh {
+		if pt != fh { // else the plaintext is fh, read as st describes it
 			defer pt.Close()
+			plain = pt
 		}
-		plain = pt
 	}
 	res, err := inbox.Ingest(cmd.Context(), opts, info, plain)
 	return res, corr, err

@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
 
 	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
@@ -247,5 +249,82 @@ func TestANewerSchemaIsRefused(t *testing.T) {
 		if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "9999") {
 			t.Errorf("%v on a newer schema: %v, %s", args, err, out)
 		}
+	}
+}
+
+// TestIngestReadsTheFileAsItWasWhenOpened: a file appended to while
+// `ediwatch ingest` reads it (a writer still uploading it) is ingested as
+// it was when opened: the recorded SHA-256 and the sets ingested describe
+// the same bytes, and the bytes appended are left for a later ingest.
+func TestIngestReadsTheFileAsItWasWhenOpened(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+filepath.Join(dir, "e.db")))
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := openStore(ctx, cfg.Store, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var first, second bytes.Buffer
+	if _, err := (x12gen.Remit{Control: 1, Trace: "FIRST", SetsPerGroup: 3}).Write(&first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (x12gen.Remit{Control: 2, Trace: "SECOND", SetsPerGroup: 3}).Write(&second); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "remit.835")
+	if err := os.WriteFile(file, first.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := openRegular(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The upload goes on after the open.
+	w, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(second.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	cmd := &cobra.Command{}
+	cmd.SetContext(ctx)
+	opts := inbox.Options{Store: s, Routes: cfg.RoutesFor("manual"), Ack: ackOptions(cfg, "manual")}
+	res, _, err := ingestOpened(cmd, opts, nil, "manual", file, fh, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := res.Count(inbox.Processed); n != 3 || len(res.Sets) != 3 {
+		t.Errorf("ingested %d sets (%d processed), want the 3 of the bytes hashed", len(res.Sets), n)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var sums []string
+	rows, err := db.Query("SELECT DISTINCT file_sha256 FROM inbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var v string
+		rows.Scan(&v)
+		sums = append(sums, v)
+	}
+	rows.Close()
+	if want := fmt.Sprintf("%x", sha256.Sum256(first.Bytes())); len(sums) != 1 || sums[0] != want {
+		t.Errorf("file_sha256 %q, want [%s]", sums, want)
 	}
 }

@@ -1,0 +1,91 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/migrations"
+)
+
+// TestUpgradePastPackedPayloadsDeliversRowsOfThePreviousRelease: a
+// database of the release before packed payloads (migrations up to 0010)
+// holding pending, in-flight (its lease lapsed in the upgrade) and dead
+// rows is migrated through 0011 and 0012; every row is then claimed,
+// reaped or replayed with exactly the payload it was stored with.
+func TestUpgradePastPackedPayloadsDeliversRowsOfThePreviousRelease(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "ediwatch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all, err := migrations.Of("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
+		name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		if m.Version >= 11 {
+			break
+		}
+		if _, err := s.db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]string{
+		"payment:pending":  `{"amount":"600.00","payee":"Clínica Ñandú"}`,
+		"payment:inflight": " \n{\"amount\":\"1.00\"}",
+		"payment:dead":     `{"amount":"2.50","x12":"ISA*00*~"}`,
+	}
+	for key, status := range map[string]string{"payment:pending": "pending", "payment:inflight": "inflight",
+		"payment:dead": "dead"} {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
+			payload, status, lease_token, lease_expires_at, next_attempt_at, created_at, updated_at)
+			VALUES (?, 'payment.posted', 'ledger', ?, 'c', ?, ?, CASE ?4 WHEN 'inflight' THEN 'old-token' END,
+			CASE ?4 WHEN 'inflight' THEN 1 END, 1, 1, 1)`, key, key, want[key], status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	got := map[string]string{}
+	dead, err := s.ListDead(ctx, outbox.DeadFilter{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range dead {
+		got["listed "+r.EffectKey] = string(r.Payload)
+	}
+	if n, err := s.ReapExpired(ctx, now); err != nil || n != 1 {
+		t.Fatalf("reaped %d: %v", n, err)
+	}
+	if n, err := s.Replay(ctx, outbox.DeadFilter{}, now); err != nil || n != 1 {
+		t.Fatalf("replayed %d: %v", n, err)
+	}
+	rows, err := s.Claim(ctx, now.Add(time.Second), nil, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		got[r.EffectKey] = string(r.Payload)
+	}
+	if got["listed payment:dead"] != want["payment:dead"] {
+		t.Errorf("dead row listed with payload %q", got["listed payment:dead"])
+	}
+	for key, p := range want {
+		if got[key] != p {
+			t.Errorf("%s claimed with payload %q, want %q", key, got[key], p)
+		}
+	}
+}

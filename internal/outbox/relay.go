@@ -553,6 +553,12 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 			Response: row.LastResponse}, "max_age", log)
 		return false
 	}
+	if row.PayloadErr != "" {
+		// Nothing sent: what would be sent cannot be read back.
+		b.finish(row, nil)
+		r.dead(ctx, row, Failure{Error: row.PayloadErr}, "unreadable", log)
+		return false
+	}
 	admitted, putOff, leave, err := r.admit(stop, row)
 	if err != nil {
 		r.release(ctx, b, row, "stopping")
@@ -707,7 +713,8 @@ func attemptOf(res sink.Result, now time.Time, latency time.Duration) *Attempt {
 	return a
 }
 
-// dead dead-letters row for reason (rejected, max_attempts, max_age),
+// dead dead-letters row for reason (rejected, max_attempts, max_age,
+// unreadable),
 // with its delivery.dead event when those are routed.
 func (r *Relay) dead(ctx context.Context, row Row, f Failure, reason string, log *zap.Logger) {
 	r.m.Deliveries.WithLabelValues(row.Sink, "dead").Inc()

@@ -63,6 +63,11 @@ type Row struct {
 	// AgeFrom is when the row's age budget (relay.max_age) started: its
 	// creation, or its last replay from the dead-letter queue.
 	AgeFrom time.Time
+	// PayloadErr, when set, says why the stored payload could not be read
+	// (a packed payload that does not unpack: the database damaged or
+	// edited by hand); Payload is then empty. The relay dead-letters such
+	// a row instead of delivering it, and the rows claimed beside it go on.
+	PayloadErr string
 	// LastResponse is a bounded excerpt of the receiver's last response
 	// body. Receivers echo payloads, so it may hold patient data: it is
 	// kept in the store only, never logged, shown only on request.

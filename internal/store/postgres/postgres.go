@@ -799,7 +799,13 @@ func scanRow(row pgx.Row) (outbox.Row, error) {
 		&r.Status, &r.Attempts, &r.NextAttemptAt, &r.LeaseToken, &r.LeaseExpiresAt, &r.LastError, &r.LastStatus,
 		&r.CreatedAt, &r.UpdatedAt, &r.AgeFrom, &r.LastResponse, &r.ErrorHistory)
 	if err == nil {
-		r.Payload, err = outbox.UnpackPayload(payload)
+		// A payload that does not unpack marks its row (the relay
+		// dead-letters it) rather than failing the whole claim, which
+		// would hold every row claimed with it in flight again and again.
+		var perr error
+		if r.Payload, perr = outbox.UnpackPayload(payload); perr != nil {
+			r.PayloadErr = perr.Error()
+		}
 	}
 	return r, err
 }

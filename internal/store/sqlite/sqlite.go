@@ -604,7 +604,13 @@ func scanRow(row scanner) (outbox.Row, error) {
 		&r.Status, &r.Attempts, &next, &r.LeaseToken, &leaseExp, &r.LastError, &r.LastStatus, &created, &updated,
 		&ageFrom, &r.LastResponse, &r.ErrorHistory)
 	if err == nil {
-		r.Payload, err = outbox.UnpackPayload(payload)
+		// A payload that does not unpack marks its row (the relay
+		// dead-letters it) rather than failing the whole claim, which
+		// would hold every row claimed with it in flight again and again.
+		var perr error
+		if r.Payload, perr = outbox.UnpackPayload(payload); perr != nil {
+			r.PayloadErr = perr.Error()
+		}
 	}
 	r.NextAttemptAt, r.LeaseExpiresAt, r.CreatedAt, r.UpdatedAt = fromUS(next), fromUS(leaseExp), fromUS(created), fromUS(updated)
 	r.AgeFrom = fromUS(ageFrom)

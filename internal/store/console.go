@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
@@ -86,4 +87,25 @@ type SessionRevoker interface {
 	RevokeSession(ctx context.Context, id string, expires, now time.Time) error
 	// SessionRevoked reports whether id was revoked.
 	SessionRevoked(ctx context.Context, id string) (bool, error)
+}
+
+// TallyOutcomes reads (correlation id, outcome, count) rows into
+// FileOutcomes's answer: per arrival, the count of each outcome.
+func TallyOutcomes(rows Rows) (map[string]map[string]int, error) {
+	out := map[string]map[string]int{}
+	for rows.Next() {
+		var id, outcome string
+		var n int
+		if err := rows.Scan(&id, &outcome, &n); err != nil {
+			return nil, fmt.Errorf("file outcomes: %w", err)
+		}
+		if out[id] == nil {
+			out[id] = map[string]int{}
+		}
+		out[id][outcome] += n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("file outcomes: %w", err)
+	}
+	return out, nil
 }

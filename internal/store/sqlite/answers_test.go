@@ -5,11 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/ediwatch/ediwatch/migrations"
 )
 
 // TestSetKeyOfA999ReadsOnlyItsKey: the lookup of the set a 999 answers is
@@ -56,30 +53,7 @@ func TestSetKeyOfA999ReadsOnlyItsKey(t *testing.T) {
 // every key, or a 999 would miss the set it answers.
 func TestKeySansISA13MigrationFillsRowsStoredBefore(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "ediwatch.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	all, err := migrations.Of("sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
-		name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range all {
-		if m.Version >= 11 {
-			break
-		}
-		if _, err := s.db.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
-		}
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := storeMigratedBefore(t, 11)
 	keys := []string{
 		"x12:P:ZZ:RIVERSIDE:ZZ:CLEARING:000000001:RIVERSIDE:CLEARING:1:837:0001",
 		"x12:T:01:1234567:ZZ:B:999999999:1234567:B:77:835:ST01",

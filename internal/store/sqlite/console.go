@@ -99,9 +99,8 @@ func (s *Store) AttemptStats(ctx context.Context, since time.Time) ([]store.Atte
 // FileOutcomes implements store.ConsoleReader, through the correlation
 // id indexes of migration 0009.
 func (s *Store) FileOutcomes(ctx context.Context, ids []string) (map[string]map[string]int, error) {
-	out := map[string]map[string]int{}
 	if len(ids) == 0 {
-		return out, nil
+		return map[string]map[string]int{}, nil
 	}
 	list, err := json.Marshal(ids)
 	if err != nil {
@@ -115,21 +114,7 @@ func (s *Store) FileOutcomes(ctx context.Context, ids []string) (map[string]map[
 		return nil, fmt.Errorf("file outcomes: %w", err)
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var id, outcome string
-		var n int
-		if err := rows.Scan(&id, &outcome, &n); err != nil {
-			return nil, fmt.Errorf("file outcomes: %w", err)
-		}
-		if out[id] == nil {
-			out[id] = map[string]int{}
-		}
-		out[id][outcome] += n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("file outcomes: %w", err)
-	}
-	return out, nil
+	return store.TallyOutcomes(rows)
 }
 
 // RevokeSession implements store.SessionRevoker.

@@ -17,30 +17,7 @@ import (
 // reaped or replayed with exactly the payload it was stored with.
 func TestUpgradePastPackedPayloadsDeliversRowsOfThePreviousRelease(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "ediwatch.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	all, err := migrations.Of("sqlite")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
-		name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range all {
-		if m.Version >= 11 {
-			break
-		}
-		if _, err := s.db.ExecContext(ctx, m.SQL); err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
-		}
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := storeMigratedBefore(t, 11)
 	want := map[string]string{
 		"payment:pending":  `{"amount":"600.00","payee":"Clínica Ñandú"}`,
 		"payment:inflight": " \n{\"amount\":\"1.00\"}",
@@ -88,4 +65,36 @@ func TestUpgradePastPackedPayloadsDeliversRowsOfThePreviousRelease(t *testing.T)
 			t.Errorf("%s claimed with payload %q, want %q", key, got[key], p)
 		}
 	}
+}
+
+// storeMigratedBefore returns a store whose database has the migrations
+// before version applied, as a release of ediwatch before it left it.
+func storeMigratedBefore(t *testing.T, version int) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "ediwatch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	all, err := migrations.Of("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY,
+		name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		if m.Version >= version {
+			break
+		}
+		if _, err := s.db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }

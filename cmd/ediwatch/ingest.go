@@ -10,8 +10,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -42,7 +45,7 @@ Files are recorded in the listing ledger under the source --source (default
 and verified as the poller does, a refused one recorded as rejected. Directories are walked recursively.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			defer lowerGCPercent()()
+			defer tuneIngestGC()()
 			cfg, err := loadConfig(cfgPath)
 			if err != nil {
 				return err
@@ -231,20 +234,87 @@ func ingestOpened(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, so
 	return res, corr, err
 }
 
-// ingestGCPercent is the collector's GOGC while `ediwatch ingest` runs,
-// unless the environment sets GOGC: the heap may grow to 1.5 times what is
-// live rather than twice. A large file's live heap grows with its sets
-// (their results, their group's 999), so a proportional target bounds the
-// peak without the continuous collections a fixed memory limit costs once
-// the live heap outgrows it.
-const ingestGCPercent = 50
+// ingestHeapFloor and ingestGCPercent shape the collector while
+// `ediwatch ingest` runs, unless the environment sets GOGC or GOMEMLIMIT
+// (tuneIngestGC): the heap is collected when it reaches the larger of
+// ingestHeapFloor and 1.5 times what the last collection found live. A
+// file's live heap is small, then grows with its sets (their results,
+// their group's 999): under the floor, one collection per tens of
+// megabytes allocated instead of hundreds of collections of a few, each
+// with its fixed costs; above it, a proportional target, which bounds the
+// peak without the continuous collections of a fixed limit outgrown.
+const (
+	ingestHeapFloor = 56 << 20
+	ingestGCPercent = 50
+)
 
-// lowerGCPercent sets ingestGCPercent unless GOGC is set, and returns what
-// restores the previous setting.
-func lowerGCPercent() func() {
-	if os.Getenv("GOGC") != "" {
+// tuneIngestGC sets the collector for an ingest (see ingestHeapFloor)
+// and returns what restores the previous settings. GOGC is off; the
+// memory limit is the target, raised after each collection that finds
+// more live than the floor allows for.
+func tuneIngestGC() func() {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
-	prev := debug.SetGCPercent(ingestGCPercent)
-	return func() { debug.SetGCPercent(prev) }
+	t := &gcTuner{floor: ingestHeapFloor, percent: ingestGCPercent}
+	prevPercent := debug.SetGCPercent(-1)
+	prevLimit := debug.SetMemoryLimit(t.floor)
+	t.arm()
+	return func() {
+		t.stopped.Store(true)
+		debug.SetMemoryLimit(prevLimit)
+		debug.SetGCPercent(prevPercent)
+	}
+}
+
+// gcTuner keeps the memory limit at max(floor, live × (1 + percent/100)
+// + what the runtime holds besides its heap) after every collection, which
+// it learns of by a cleanup of an object dropped right away.
+type gcTuner struct {
+	floor   int64
+	percent int64
+	stopped atomic.Bool
+	m       []metrics.Sample
+}
+
+// The runtime's metrics gcTuner reads: the live heap, then what the
+// memory limit counts (total less released), less the heap's part of it.
+var gcTunerMetrics = []string{"/gc/heap/live:bytes", "/memory/classes/total:bytes",
+	"/memory/classes/heap/released:bytes", "/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes", "/memory/classes/heap/free:bytes"}
+
+// gcSentinel is the object whose cleanup marks a collection; holding a
+// pointer, it is never a tiny allocation shared with others.
+type gcSentinel struct {
+	_ *int
+	_ [16]byte
+}
+
+func (t *gcTuner) arm() {
+	runtime.AddCleanup(&gcSentinel{}, func(t *gcTuner) { t.collected() }, t)
+}
+
+// collected runs on the cleanup goroutine after a collection.
+func (t *gcTuner) collected() {
+	if t.stopped.Load() {
+		return
+	}
+	if t.m == nil {
+		t.m = make([]metrics.Sample, len(gcTunerMetrics))
+		for i, name := range gcTunerMetrics {
+			t.m[i].Name = name
+		}
+	}
+	metrics.Read(t.m)
+	var v [6]int64
+	for i, s := range t.m {
+		if s.Value.Kind() != metrics.KindUint64 {
+			t.arm()
+			return
+		}
+		v[i] = int64(s.Value.Uint64())
+	}
+	live, other := v[0], v[1]-v[2]-v[3]-v[4]-v[5]
+	debug.SetMemoryLimit(max(t.floor, live+live*t.percent/100+max(other, 0)))
+	t.arm()
 }

@@ -2,18 +2,23 @@
 // contracts a driver records them under (Ingester, Ledger), and the ingest
 // flow.
 //
-// Ingest records one X12 file in the store: it processes the whole
-// file first (internal/process), then feeds every set and acknowledgment
-// into one store ingestion, committed with the file's ledger row in one
-// transaction. No lock or connection is held while a file is parsed. The
-// poller and `ediwatch ingest` share it.
+// Ingest records one X12 file in the store: it processes the file
+// (internal/process) and feeds every set and acknowledgment into one store
+// ingestion, committed with the file's ledger row in one transaction. A
+// typical file is parsed whole before its write begins, so no lock or
+// connection is held while it is parsed; a large one is written while the
+// rest of it is parsed (see Ingest). The poller and `ediwatch ingest`
+// share it.
 package inbox
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"time"
 
@@ -35,9 +40,11 @@ type Options struct {
 	// write together (store.ingest_timeout): an ingest that cannot get its
 	// connection or lock in time fails and is retried by a later poll.
 	Timeout time.Duration
-	// SpillDir holds the temporary file a large file's records are spilled
-	// to between parsing and writing (default the system temp dir).
-	SpillDir string
+	// PipeFrom is how many bytes of records a file's parse keeps in memory
+	// before its write begins, while the rest is parsed (DefaultPipeFrom
+	// when 0; see ingest). Tests set 1: every file is written while it is
+	// parsed.
+	PipeFrom int
 	// BeforeWrite, when set, is called between the parse and the write
 	// phase of every write attempt. Tests use it to change the store
 	// between a claim lookup and the write that verifies it.
@@ -75,17 +82,27 @@ type ControlNumberStore interface {
 // nothing is recorded.
 //
 // It works in two phases, so a store's write lock (SQLite) or connection
-// (PostgreSQL) is held only while writing, never while parsing:
+// (PostgreSQL) is held only while writing:
 //
-//  1. parse: the whole file is processed and every set record and
-//     acknowledgment is spilled, in file order, to a buffer that moves to
-//     an unlinked temporary file past spillInMemory bytes (memory keeps
-//     only a few fields per set for the result). Acknowledgments get their control
-//     numbers from opts.Store directly (it must implement
+//  1. parse: the file is processed and every set record and
+//     acknowledgment is put, in file order, in a buffer (memory keeps only
+//     a few fields per set for the result). Acknowledgments get their
+//     control numbers from opts.Store directly (it must implement
 //     ControlNumberStore), outside any transaction: a failed ingest leaves
 //     a gap, which X12 allows.
-//  2. write: the ingestion is begun and fed the spilled records, then
-//     committed.
+//  2. write: the ingestion is begun and fed the records, then committed.
+//
+// The phases overlap for a large file: once opts.PipeFrom bytes of
+// records wait (DefaultPipeFrom, 4 MiB), the ingestion is begun and fed
+// on a goroutine of its own, through a pipe, while the rest of the file is
+// parsed; a large file's time is then about its write's, not the sum of
+// both, and its records are never all held, in memory or on disk. The
+// lock or connection is held from then on: the write, the slower phase,
+// keeps up with the parse. An ingestion that takes control numbers in its
+// own transaction (TxControlNumbers: SQLite, whose write lock the store's
+// reservation would wait for) hands them to the parse, which asks through
+// the pipe. A write rolled back as transient is retried by parsing the
+// file again (its records were not kept).
 //
 // Duplicates are cheap: when the store implements ClaimLookup and the file
 // holds lookupFrom sets or more, the keys of its sets are looked up after
@@ -110,36 +127,58 @@ func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Re
 		return nil, errors.New("ingest: the store does not allocate control numbers")
 	}
 	lookup, _ := opts.Store.(ClaimLookup)
-	for {
-		res, err := ingest(ctx, opts, numbers, f, r, lookup)
-		if errors.Is(err, ErrClaimChanged) && lookup != nil && ctx.Err() == nil {
+	for attempt := 1; ; attempt++ {
+		res, err := ingest(ctx, opts, numbers, &f, r, lookup)
+		again := false
+		switch {
+		case errors.Is(err, ErrClaimChanged) && lookup != nil && ctx.Err() == nil:
 			// A set whose payload was left out turned out claimable when
 			// written: nothing was recorded; parse again with every
 			// payload.
-			if _, err := r.Seek(0, io.SeekStart); err != nil {
-				return nil, fmt.Errorf("ingest: rewind: %w", err)
-			}
-			lookup = nil
-			continue
+			lookup, again = nil, true
+		case errors.Is(err, errPipedTransient) && attempt < writeAttempts && ctx.Err() == nil:
+			// A write begun during the parse was rolled back by a
+			// concurrent ingest: its records were never kept, so the
+			// file is parsed again for the next write.
+			again = true
 		}
-		return res, err
+		if !again {
+			return res, err
+		}
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("ingest: rewind: %w", err)
+		}
 	}
 }
 
+// errPipedTransient wraps ErrTransient from a write begun during the
+// parse (ingest's pipeline): Ingest parses the file again to retry it.
+var errPipedTransient = fmt.Errorf("ingest: the write begun during the parse: %w", ErrTransient)
+
 // ingest parses r and writes it, looking its keys up first when lookup is
 // set.
-func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f FileInfo, r io.ReadSeeker,
+//
+// A file whose records outgrow the spill's memory (a large file) is
+// written while the rest of it is still parsed (pipeline; see Ingest).
+func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f *FileInfo, r io.ReadSeeker,
 	lookup ClaimLookup) (*Report, error) {
-	sp := &spill{dir: opts.SpillDir}
-	defer sp.Close()
-	p, err := parse(ctx, opts, ControlNumbers{Store: numbers}, r, sp, lookup)
+	sp := &spill{limit: opts.PipeFrom}
+	if sp.limit <= 0 {
+		sp.limit = DefaultPipeFrom
+	}
+	p := &parsed{status: FileIngested}
+	pl := &pipeline{ctx: ctx, opts: opts, f: f, p: p}
+	cn := &pipedNumbers{store: numbers, sp: sp, pl: pl}
+	sp.overflow = pl.start
+	err := parse(ctx, opts, cn, r, sp, lookup, p)
+	if pl.started {
+		return pl.finish(sp, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if f.SHA256 == "" && f.SHA256Of != nil {
-		if f.SHA256, err = f.SHA256Of(); err != nil {
-			return nil, fmt.Errorf("ingest: file hash: %w", err)
-		}
+	if err := f.sha256(); err != nil {
+		return nil, err
 	}
 	// A conflict with a concurrent ingest (PostgreSQL broke a deadlock
 	// between two files inserting rows of the same ordering keys in
@@ -152,10 +191,168 @@ func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f Fil
 				return nil, err
 			}
 		}
-		res, err := write(ctx, opts, f, p, sp)
+		res, err := write(ctx, opts, *f, p, sp)
 		if !errors.Is(err, ErrTransient) || attempt == writeAttempts || ctx.Err() != nil {
 			return res, err
 		}
+	}
+}
+
+// sha256 fills f.SHA256 from f.SHA256Of when it is not known yet.
+func (f *FileInfo) sha256() error {
+	if f.SHA256 != "" || f.SHA256Of == nil {
+		return nil
+	}
+	sum, err := f.SHA256Of()
+	if err != nil {
+		return fmt.Errorf("ingest: file hash: %w", err)
+	}
+	f.SHA256 = sum
+	return nil
+}
+
+// pipeline is the write of a large file begun while the file is parsed
+// (see ingest): the spill's overflow starts it, the parse feeds it through
+// a pipe, finish waits for its outcome.
+type pipeline struct {
+	ctx  context.Context
+	opts Options
+	f    *FileInfo
+	p    *parsed
+
+	started bool
+	pw      *io.PipeWriter
+	// numbers: the ingestion takes control numbers in its transaction
+	// (TxControlNumbers); answer carries each to the parse.
+	numbers bool
+	answer  chan numberAnswer
+	// done is closed when the write has returned, with its outcome in
+	// res and err.
+	done chan struct{}
+	res  *Report
+	err  error
+}
+
+type numberAnswer struct {
+	n   int64
+	err error
+}
+
+// start is the spill's overflow: on the parse's goroutine, it begins the
+// ingestion, then writes on a goroutine of its own the records in mem and
+// every record written to the pipe it returns.
+func (pl *pipeline) start(mem []byte) (io.Writer, error) {
+	if err := pl.f.sha256(); err != nil {
+		return nil, err
+	}
+	if pl.opts.BeforeWrite != nil {
+		if err := pl.opts.BeforeWrite(pl.ctx); err != nil {
+			return nil, err
+		}
+	}
+	ing, err := pl.opts.Store.BeginIngest(pl.ctx, *pl.f)
+	if err != nil {
+		return nil, err
+	}
+	_, pl.numbers = ing.(TxControlNumbers)
+	pr, pw := io.Pipe()
+	pl.started, pl.pw = true, pw
+	pl.answer, pl.done = make(chan numberAnswer, 1), make(chan struct{})
+	go func() {
+		defer close(pl.done)
+		defer ing.Rollback()
+		rd := &spillReader{r: bufio.NewReaderSize(io.MultiReader(bytes.NewReader(mem), pr), 256<<10)}
+		err := feed(pl.ctx, ing, rd, -1, pl.number)
+		if err == nil {
+			// The parse closed the pipe once done: pl.p is complete.
+			pl.res, err = commit(pl.ctx, ing, pl.p)
+		}
+		pl.err = err
+		// A parse still writing learns that the write is over.
+		pr.CloseWithError(errWriteEnded(err))
+	}()
+	return pw, nil
+}
+
+// errWriteEnded is what a parse still writing to a pipeline's pipe gets
+// once the write has returned.
+func errWriteEnded(err error) error {
+	if err != nil {
+		return fmt.Errorf("ingest: write: %w", err)
+	}
+	return errors.New("ingest: write: committed before the parse ended")
+}
+
+// number answers a control number request of the parse, in the
+// ingestion's transaction.
+func (pl *pipeline) number(ctx context.Context, ing Ingestion, sender string) error {
+	n, err := ing.(TxControlNumbers).NextControlNumber(ctx, sender)
+	pl.answer <- numberAnswer{n, err}
+	return err
+}
+
+// finish ends the parse's side of the pipe, with parseErr if the parse
+// failed, and returns the write's outcome.
+func (pl *pipeline) finish(sp *spill, parseErr error) (*Report, error) {
+	if parseErr == nil {
+		parseErr = sp.flush()
+	}
+	pl.pw.CloseWithError(parseErr) // nil: the records end here
+	<-pl.done
+	var err error
+	switch {
+	case parseErr != nil && pl.err != nil && errors.Is(parseErr, pl.err):
+		err = pl.err // the parse stopped because the write had failed
+	case parseErr != nil:
+		err = parseErr // the write, which never saw the records end, failed on it
+	default:
+		err = pl.err
+	}
+	if err != nil {
+		if errors.Is(err, ErrTransient) {
+			return nil, fmt.Errorf("%w: %w", errPipedTransient, err)
+		}
+		return nil, err
+	}
+	return pl.res, nil
+}
+
+// TxControlNumbers is implemented by an ingestion whose store cannot hand
+// out a control number beside it while it is open (SQLite's one writer
+// holds the write lock): a write begun during the parse (pipeline) takes
+// the acknowledgments' numbers through it, in its transaction, so a
+// rolled-back ingestion takes none.
+type TxControlNumbers interface {
+	NextControlNumber(ctx context.Context, sender string) (int64, error)
+}
+
+// pipedNumbers gives the parse its control numbers: from the store, or,
+// once a write whose ingestion takes them (TxControlNumbers) is begun,
+// from that write, asked through the pipe after the records before.
+type pipedNumbers struct {
+	store ControlNumberStore
+	sp    *spill
+	pl    *pipeline
+}
+
+// Next implements ack.ControlNumbers.
+func (c *pipedNumbers) Next(ctx context.Context, sender string) (int64, error) {
+	if c.pl == nil || !c.pl.started || !c.pl.numbers {
+		return c.store.NextControlNumber(ctx, sender)
+	}
+	if err := c.sp.putNumberRequest(sender); err != nil {
+		return 0, err
+	}
+	select {
+	case a := <-c.pl.answer:
+		return a.n, a.err
+	case <-c.pl.done:
+		if c.pl.err != nil {
+			return 0, c.pl.err
+		}
+		return 0, errors.New("ingest: the write ended before it answered")
+	case <-ctx.Done():
+		return 0, ctx.Err()
 	}
 }
 
@@ -165,9 +362,13 @@ func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f Fil
 const lookupFrom = 64
 
 // claims is what a lookup found for a file: which sets are claimed
-// already, by position in the file.
+// already, by position in the file. Each position keeps a 64-bit hash of
+// its key, not the key: kept while the whole file is processed, the keys
+// of a large file would be most of its memory. A set taken for claimed by
+// a collision is verified by the ingestion like any (SetRecord.Claimed).
 type claims struct {
-	keys    []string // every set's key, in file order
+	seed    maphash.Seed
+	keys    []uint64 // a hash of every set's key, in file order
 	claimed []bool
 	next    int    // the position of the set asked about next
 	lastKey string // the set asked about last, and its answer
@@ -175,28 +376,30 @@ type claims struct {
 }
 
 // lookUpClaims looks up which sets of the envelope f are claimed already
-// (see ClaimLookup); nil for a file of fewer than lookupFrom sets.
+// (see ClaimLookup); nil for a file of fewer than lookupFrom sets, or of
+// which no set is claimed.
 func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) (*claims, error) {
-	c := &claims{}
+	var keys []string
 	for _, ix := range f.Interchanges {
 		for _, g := range ix.Groups {
 			for _, s := range g.Sets {
-				c.keys = append(c.keys, s.Key)
+				keys = append(keys, s.Key)
 			}
 		}
 	}
-	if len(c.keys) < lookupFrom {
+	if len(keys) < lookupFrom {
 		return nil, nil
 	}
-	found, err := lookup.ClaimedKeys(ctx, c.keys)
+	found, err := lookup.ClaimedKeys(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("ingest: look up claims: %w", err)
 	}
-	// A bit per set rather than the map: it is kept while the whole file
-	// is processed.
-	c.claimed = make([]bool, len(c.keys))
-	for i, k := range c.keys {
-		c.claimed[i] = found[k]
+	if len(found) == 0 {
+		return nil, nil
+	}
+	c := &claims{seed: maphash.MakeSeed(), keys: make([]uint64, len(keys)), claimed: make([]bool, len(keys))}
+	for i, k := range keys {
+		c.keys[i], c.claimed[i] = maphash.String(c.seed, k), found[k]
 	}
 	return c, nil
 }
@@ -206,7 +409,7 @@ func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) (*c
 func (c *claims) ask(s *envelope.Set) bool {
 	i := c.next
 	c.next++
-	c.lastKey, c.last = s.Key, i < len(c.keys) && c.keys[i] == s.Key && c.claimed[i]
+	c.lastKey, c.last = s.Key, i < len(c.keys) && c.claimed[i] && c.keys[i] == maphash.String(c.seed, s.Key)
 	return c.last
 }
 
@@ -236,9 +439,9 @@ type setMeta struct {
 	unbalanced  bool
 }
 
-func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker, sp *spill,
-	lookup ClaimLookup) (*parsed, error) {
-	out := &parsed{status: FileIngested}
+// parse processes r into sp and out.
+func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSeeker, sp *spill,
+	lookup ClaimLookup, out *parsed) error {
 	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack}
 	if o, ok := opts.Store.(AnswerLookup); ok {
 		// Outside the ingestion's transaction, like the claim lookup: an
@@ -246,6 +449,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 		cfg.Originals = answerKeys{o}
 	}
 	var claimed *claims
+	var types process.Repeated
 	if lookup != nil {
 		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
 			var err error
@@ -263,7 +467,9 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 				if err != nil {
 					return err
 				}
-				out.meta = append(out.meta, setMeta{typ: it.Set.Type, reason: it.Set.Reason,
+				// Kept for the whole file: the type shared (it is a slice
+				// of the set's key, which would be kept with it).
+				out.meta = append(out.meta, setMeta{typ: types.Of(it.Set.Type), reason: it.Set.Reason,
 					unbalanced: it.Set.Payment != nil && !it.Set.Payment.Balance.Balanced})
 				return sp.put(spilled{Set: &rec})
 			case it.Received != nil:
@@ -298,12 +504,12 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 			return nil
 		})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	out.x12 = summary.X12
 	out.warnings = summary.WarningCounts
 	if summary.X12 {
-		return out, nil
+		return nil
 	}
 	// Not X12: the file itself is keyed by its SHA-256 and rejected, with a
 	// TA1 when the partner's ids are configured.
@@ -311,7 +517,7 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 	out.meta = append(out.meta, setMeta{reason: out.reason})
 	if err := sp.put(spilled{Set: &SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
 		Rejected: true, Reason: out.reason}}); err != nil {
-		return nil, err
+		return err
 	}
 	if x, err := ack.BuildTA1Unreadable(ctx, opts.Ack.Us, opts.Ack.Them, cn, opts.Ack); err == nil {
 		es, err := effects(process.Effect{Kind: process.KindAckTA1, Key: "ta1:" + summary.Key,
@@ -319,15 +525,15 @@ func parse(ctx context.Context, opts Options, cn ControlNumbers, r io.ReadSeeker
 			Payload: mustJSON(process.AckEvent{Answers: summary.Key,
 				Partner: opts.Ack.Them.Qualifier + ":" + opts.Ack.Them.ID, X12: string(x)})}, opts.Routes)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i := range es {
 			if err := sp.put(spilled{Ack: &es[i]}); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) (*Report, error) {
@@ -340,21 +546,46 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 		return nil, err
 	}
 	defer ing.Rollback()
-	for range sp.n {
+	if err := feed(ctx, ing, rd, sp.n, nil); err != nil {
+		return nil, err
+	}
+	return commit(ctx, ing, p)
+}
+
+// feed adds the records of rd to ing: n of them, or, with n < 0, every
+// record to the end. A control number request is answered by number.
+func feed(ctx context.Context, ing Ingestion, rd *spillReader, n int,
+	number func(ctx context.Context, ing Ingestion, sender string) error) error {
+	for i := 0; n < 0 || i < n; i++ {
 		rec, err := rd.next()
+		if err == io.EOF && n < 0 {
+			return nil
+		}
+		if err == io.EOF {
+			err = fmt.Errorf("ingest: read spill: %d records of %d", i, n)
+		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 		switch {
 		case rec.Set != nil:
 			err = ing.AddSet(ctx, *rec.Set)
 		case rec.Ack != nil:
 			err = ing.AddAck(ctx, *rec.Ack)
+		case rec.NumberFor != "" && number != nil:
+			err = number(ctx, ing, rec.NumberFor)
+		default:
+			err = errors.New("ingest: read spill: a control number request outside a pipe")
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// commit commits ing and returns the file's report.
+func commit(ctx context.Context, ing Ingestion, p *parsed) (*Report, error) {
 	res, err := ing.Commit(ctx, p.status, p.reason)
 	if err != nil {
 		return nil, err

@@ -7,40 +7,48 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/ediwatch/ediwatch/internal/outbox"
 )
 
-// spillInMemory is how many bytes of records the spill keeps in memory
-// before it moves them to a temporary file: a typical file never touches
-// the disk.
-const spillInMemory = 4 << 20
+// DefaultPipeFrom is Options.PipeFrom when not set: a typical file is
+// parsed whole before its write begins.
+const DefaultPipeFrom = 4 << 20
 
-// spill holds the records of one file between the phases: in memory, then
-// in an unlinked temporary file (so no crash leaves one behind). Records
-// are written in a compact encoding of their own (spill.put): every field
-// as a length-prefixed string, without the reflection gob spent on each.
+// spill holds the records of one file between the phases: in memory, up
+// to limit bytes; past them, overflow pipes them to a write begun
+// meanwhile (ingest's pipeline). Records are written in a compact encoding
+// of their own (spill.put): every field as a length-prefixed string,
+// without the reflection gob spent on each.
 type spill struct {
-	dir  string
-	n    int // records
-	mem  bytes.Buffer
-	file *os.File
-	w    *bufio.Writer
-	buf  []byte // the record being encoded
-	pack []byte // a payload being packed
+	limit int
+	n     int // records
+	mem   bytes.Buffer
+	w     *bufio.Writer // piped: to the pipe
+	buf   []byte        // the record being encoded
+	pack  []byte        // a payload being packed
+	// overflow is called once, when the records outgrow limit, with the
+	// records so far: the io.Writer it returns (a pipe to a write begun
+	// meanwhile) takes every later record.
+	overflow func(mem []byte) (io.Writer, error)
+	piped    bool
 }
 
-// spilled is one record of the spill: a set or an acknowledgment.
+// spilled is one record of the spill: a set or an acknowledgment (or,
+// piped, a control number request: the sender it is for).
 type spilled struct {
-	Set *SetRecord
-	Ack *outbox.Effect
+	Set       *SetRecord
+	Ack       *outbox.Effect
+	NumberFor string
 }
 
 // Record tags and set flags of the encoding.
 const (
 	tagSet = 'S'
 	tagAck = 'A'
+	// tagNumber asks the write at the other end of a pipe for a control
+	// number (ingest's pipedNumbers); never in a spill read twice.
+	tagNumber = 'N'
 
 	flagRejected = 1 << 0
 	flagClaimed  = 1 << 1
@@ -107,49 +115,54 @@ func (s *spill) appendEffect(b []byte, e outbox.Effect) []byte {
 	return appendStr(b, e.UnlessConflictIn)
 }
 
-// Write appends encoded records: to memory, then to the temporary file.
+// putNumberRequest appends a request for sender's next control number
+// to a piped spill and flushes it to the write, which answers once it has
+// written every record before it.
+func (s *spill) putNumberRequest(sender string) error {
+	if !s.piped {
+		return errors.New("ingest: spill: a control number asked of a spill not piped")
+	}
+	b := appendStr(append(s.buf[:0], tagNumber), sender)
+	s.buf = b
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	return s.w.Flush()
+}
+
+// flush writes what a piped spill buffers to its pipe.
+func (s *spill) flush() error {
+	if !s.piped {
+		return nil
+	}
+	return s.w.Flush()
+}
+
+// Write appends encoded records: to memory, then, past s.limit, to the
+// pipe s.overflow returns.
 func (s *spill) Write(b []byte) (int, error) {
-	if s.file == nil && s.mem.Len()+len(b) > spillInMemory {
-		f, err := os.CreateTemp(s.dir, "ediwatch-ingest-*")
+	if !s.piped && s.mem.Len()+len(b) > s.limit && s.overflow != nil {
+		w, err := s.overflow(s.mem.Bytes())
 		if err != nil {
 			return 0, err
 		}
-		if err := os.Remove(f.Name()); err != nil {
-			f.Close()
-			return 0, err
-		}
-		s.file, s.w = f, bufio.NewWriterSize(f, 256<<10)
-		if _, err := s.w.Write(s.mem.Bytes()); err != nil {
-			return 0, err
-		}
-		s.mem = bytes.Buffer{}
+		// s.mem's bytes are the write's to read now, and to let go of once
+		// read.
+		s.piped, s.w, s.mem = true, bufio.NewWriterSize(w, 256<<10), bytes.Buffer{}
 	}
-	if s.file != nil {
+	if s.piped {
 		return s.w.Write(b)
 	}
 	return s.mem.Write(b)
 }
 
-// reader returns the spilled records from the start; it may be called
-// again, for another write of the same records.
+// reader returns the records from the start; it may be called again, for
+// another write of the same records (not of a piped spill).
 func (s *spill) reader() (*spillReader, error) {
-	if s.file == nil {
-		return &spillReader{r: bufio.NewReader(bytes.NewReader(s.mem.Bytes()))}, nil
+	if s.piped {
+		return nil, errors.New("ingest: spill: piped records cannot be read again")
 	}
-	if err := s.w.Flush(); err != nil {
-		return nil, fmt.Errorf("ingest: spill: %w", err)
-	}
-	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("ingest: spill: %w", err)
-	}
-	return &spillReader{r: bufio.NewReaderSize(s.file, 256<<10)}, nil
-}
-
-// Close releases the temporary file, if any.
-func (s *spill) Close() {
-	if s.file != nil {
-		s.file.Close()
-	}
+	return &spillReader{r: bufio.NewReader(bytes.NewReader(s.mem.Bytes()))}, nil
 }
 
 // spillReader decodes the records put in a spill, in order.
@@ -159,9 +172,13 @@ type spillReader struct {
 	err     error
 }
 
-// next returns the next record.
+// next returns the next record; io.EOF, unwrapped, where the records end
+// (between two of them).
 func (d *spillReader) next() (spilled, error) {
 	tag, err := d.r.ReadByte()
+	if err == io.EOF {
+		return spilled{}, io.EOF
+	}
 	if err != nil {
 		return spilled{}, fmt.Errorf("ingest: read spill: %w", err)
 	}
@@ -186,8 +203,16 @@ func (d *spillReader) next() (spilled, error) {
 	case tagAck:
 		e := d.effect()
 		rec.Ack = &e
+	case tagNumber:
+		rec.NumberFor = d.str()
+		if rec.NumberFor == "" && d.err == nil {
+			d.err = errors.New("control number asked for no sender")
+		}
 	default:
 		return spilled{}, fmt.Errorf("ingest: read spill: unknown record tag %q", tag)
+	}
+	if d.err == io.EOF {
+		d.err = io.ErrUnexpectedEOF // inside a record
 	}
 	if d.err != nil {
 		return spilled{}, fmt.Errorf("ingest: read spill: %w", d.err)

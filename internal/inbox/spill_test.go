@@ -1,12 +1,14 @@
 package inbox
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,73 +16,147 @@ import (
 	"github.com/ediwatch/ediwatch/internal/outbox"
 )
 
-// TestSpillMovesToDiskAndKeepsOrder: records past spillInMemory go to a
-// temporary file (unlinked at once, so nothing is left in the directory)
-// and come back in order, every field included.
-func TestSpillMovesToDiskAndKeepsOrder(t *testing.T) {
-	dir := t.TempDir()
-	sp := &spill{dir: dir}
-	defer sp.Close()
-	// Hex of pseudo-random bytes: a payload that packing does not shrink
-	// below the size that moves the spill to disk.
-	noise := make([]byte, 32<<10)
+// spillRecord is the i-th record of the spill tests: sets with and
+// without effects, claimed sets, acknowledgments, each payload the given.
+func spillRecord(i int, payload json.RawMessage) spilled {
+	if i%2 == 0 {
+		return spilled{Set: &SetRecord{Key: fmt.Sprint("set", i), ContentHash: "h", Type: "835",
+			Rejected: i%4 == 0, Reason: "r", Summary: json.RawMessage(`{"s":1}`), Effects: []outbox.Effect{
+				{Kind: "payment.posted", Key: fmt.Sprint("pay", i), OrderingKey: "o", Sink: "ledger",
+					Payload: payload, Hash: "hh"}}}}
+	}
+	if i%3 == 0 {
+		return spilled{Set: &SetRecord{Key: fmt.Sprint("claimed", i), ContentHash: "h", Type: "835", Claimed: true}}
+	}
+	return spilled{Ack: &outbox.Effect{Kind: "ack.999", Key: fmt.Sprint("ack", i), UnlessConflictIn: "x12:P:",
+		Payload: payload}}
+}
+
+// packed is rec as it reads back: payloads packed, as the store keeps
+// them.
+func packed(rec spilled) spilled {
+	if rec.Ack != nil {
+		rec.Ack.Packed, rec.Ack.Payload = outbox.PackPayload(rec.Ack.Payload), nil
+	}
+	if rec.Set != nil {
+		for j := range rec.Set.Effects {
+			e := &rec.Set.Effects[j]
+			e.Packed, e.Payload = outbox.PackPayload(e.Payload), nil
+		}
+	}
+	return rec
+}
+
+// noisePayload is a payload that packing does not shrink: hex of
+// pseudo-random bytes.
+func noisePayload(n int) json.RawMessage {
+	noise := make([]byte, n)
 	rand.NewChaCha8([32]byte{1}).Read(noise)
-	payload := json.RawMessage(`{"x":"` + hex.EncodeToString(noise) + `"}`)
-	const n = 2 * spillInMemory / (64 << 10)
-	record := func(i int) spilled {
-		if i%2 == 0 {
-			return spilled{Set: &SetRecord{Key: fmt.Sprint("set", i), ContentHash: "h", Type: "835",
-				Rejected: i%4 == 0, Reason: "r", Summary: json.RawMessage(`{"s":1}`), Effects: []outbox.Effect{
-					{Kind: "payment.posted", Key: fmt.Sprint("pay", i), OrderingKey: "o", Sink: "ledger",
-						Payload: payload, Hash: "hh"}}}}
+	return json.RawMessage(`{"x":"` + hex.EncodeToString(noise) + `"}`)
+}
+
+// TestSpillPipesPastItsLimitAndKeepsOrder: records past the spill's limit
+// go to the pipe its overflow returns, once, after the records kept in
+// memory are handed over; read from both, they come back in order, every
+// field included, and the stream ends where the records do.
+func TestSpillPipesPastItsLimitAndKeepsOrder(t *testing.T) {
+	payload := noisePayload(32 << 10)
+	const limit = 1 << 20
+	n := 3 * limit / (64 << 10)
+	pr, pw := io.Pipe()
+	got := make(chan []spilled, 1)
+	overflows := 0
+	sp := &spill{limit: limit}
+	sp.overflow = func(mem []byte) (io.Writer, error) {
+		overflows++
+		if len(mem) == 0 || len(mem) > limit {
+			t.Errorf("overflow with %d bytes in memory, limit %d", len(mem), limit)
 		}
-		if i%3 == 0 {
-			return spilled{Set: &SetRecord{Key: fmt.Sprint("claimed", i), ContentHash: "h", Type: "835", Claimed: true}}
-		}
-		return spilled{Ack: &outbox.Effect{Kind: "ack.999", Key: fmt.Sprint("ack", i), UnlessConflictIn: "x12:P:",
-			Payload: payload}}
+		go func() {
+			rd := &spillReader{r: bufio.NewReader(io.MultiReader(bytes.NewReader(mem), pr))}
+			var recs []spilled
+			for {
+				rec, err := rd.next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Error(err)
+					break
+				}
+				recs = append(recs, rec)
+			}
+			got <- recs
+		}()
+		return pw, nil
 	}
 	for i := range n {
-		if err := sp.put(record(i)); err != nil {
+		if err := sp.put(spillRecord(i, payload)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if sp.file == nil || sp.mem.Len() != 0 {
-		t.Fatalf("%d records not spilled to a file (in memory: %d bytes)", n, sp.mem.Len())
+	if err := sp.flush(); err != nil {
+		t.Fatal(err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
-		t.Errorf("spill file visible in its directory: %v", left)
+	pw.Close()
+	recs := <-got
+	if overflows != 1 || !sp.piped || sp.mem.Len() != 0 {
+		t.Fatalf("overflows %d, piped %v, %d bytes kept in memory", overflows, sp.piped, sp.mem.Len())
 	}
-	for range 2 { // a write may be tried again from the start
+	if len(recs) != n {
+		t.Fatalf("%d records read, %d put", len(recs), n)
+	}
+	for i, rec := range recs {
+		if want := packed(spillRecord(i, payload)); !reflect.DeepEqual(rec, want) {
+			t.Fatalf("record %d: %+v, want %+v", i, rec, want)
+		}
+	}
+	if _, err := sp.reader(); err == nil {
+		t.Error("a piped spill read again")
+	}
+}
+
+// TestSpillInMemoryReadsAgain: records within the limit stay in memory
+// and read back, whole and in order, as often as a write is tried; a
+// record cut short is an error, not the end of the records.
+func TestSpillInMemoryReadsAgain(t *testing.T) {
+	payload := noisePayload(1 << 10)
+	sp := &spill{limit: DefaultPipeFrom, overflow: func([]byte) (io.Writer, error) {
+		t.Fatal("overflow within the limit")
+		return nil, nil
+	}}
+	const n = 100
+	for i := range n {
+		if err := sp.put(spillRecord(i, payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
 		rd, err := sp.reader()
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range sp.n {
+		for i := range n {
 			rec, err := rd.next()
 			if err != nil {
 				t.Fatalf("record %d: %v", i, err)
 			}
-			want := record(i)
-			// Payloads come back packed, as the store keeps them.
-			for _, e := range []*outbox.Effect{want.Ack} {
-				if e != nil {
-					e.Packed, e.Payload = outbox.PackPayload(e.Payload), nil
-				}
-			}
-			if want.Set != nil {
-				for j := range want.Set.Effects {
-					e := &want.Set.Effects[j]
-					e.Packed, e.Payload = outbox.PackPayload(e.Payload), nil
-				}
-			}
-			if !reflect.DeepEqual(rec, want) {
+			if want := packed(spillRecord(i, payload)); !reflect.DeepEqual(rec, want) {
 				t.Fatalf("record %d: %+v, want %+v", i, rec, want)
 			}
 		}
-		if _, err := rd.next(); err == nil {
-			t.Fatal("a record past the last")
+		if _, err := rd.next(); err != io.EOF {
+			t.Fatalf("past the last record: %v, want io.EOF", err)
 		}
+	}
+	cut := sp.mem.Bytes()[:sp.mem.Len()-3]
+	rd := &spillReader{r: bufio.NewReader(bytes.NewReader(cut))}
+	var err error
+	for err == nil {
+		_, err = rd.next()
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("records cut short: %v, want io.ErrUnexpectedEOF", err)
 	}
 }
 
@@ -89,8 +165,7 @@ func TestSpillMovesToDiskAndKeepsOrder(t *testing.T) {
 // unpack to the payload put.
 func TestSpillKeepsPayloadsPacked(t *testing.T) {
 	payload := []byte(`{"claims":[` + strings.Repeat(`{"charge":"100.00","paid":"75.00"},`, 50) + `{}]}`)
-	sp := &spill{dir: t.TempDir()}
-	defer sp.Close()
+	sp := &spill{}
 	e := outbox.Effect{Kind: "payment.posted", Key: "k", Sink: "ledger", Payload: payload}
 	if err := sp.put(spilled{Set: &SetRecord{Key: "x12:K", Effects: []outbox.Effect{e}}}); err != nil {
 		t.Fatal(err)
@@ -129,8 +204,7 @@ func TestSpillKeepsPayloadsPacked(t *testing.T) {
 // that the collector then has to reclaim.
 func TestSpillPacksWithoutAllocatingPerPayload(t *testing.T) {
 	payload := []byte(`{"claims":[` + strings.Repeat(`{"charge":"100.00","paid":"75.00"},`, 150) + `{}]}`)
-	sp := &spill{dir: t.TempDir()}
-	defer sp.Close()
+	sp := &spill{}
 	rec := spilled{Ack: &outbox.Effect{Kind: "payment.posted", Key: "k", Sink: "ledger", Payload: payload}}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := sp.put(rec); err != nil {

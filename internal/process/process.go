@@ -213,6 +213,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	rd := envelope.NewReader(r, opts)
 	ixIndex, groupIndex := 0, 0
 	var results []ack.SetResult
+	var types, impls Repeated
 	var reuse parsers
 	// groupsAreAcks: every group of the interchange so far is FA or holds
 	// only 999 and 997 sets (a partner's GS01 may be wrong).
@@ -249,6 +250,13 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 					return nil, err
 				}
 			}
+			// Kept until the group's end, for its 999: of a large group,
+			// what a set keeps must be small. Its type and control number
+			// are slices of its key (envelope.Set): copied, so the key is
+			// let go, and the type and implementation shared with the set
+			// before when equal, as they nearly always are.
+			res.Type, res.Implementation = types.Of(res.Type), impls.Of(res.Implementation)
+			res.ControlNumber = strings.Clone(res.ControlNumber)
 			results = append(results, res)
 			hashText = append(hashText[:0], set.ContentHash...)
 			groupHash.Write(hashText)
@@ -551,4 +559,17 @@ func mustJSON(v any) json.RawMessage {
 		panic(fmt.Sprintf("process: encode effect: %v", err))
 	}
 	return b
+}
+
+// Repeated shares a string equal to the one before: the same type or
+// implementation of set after set is kept once, in a string of its own
+// (never a slice of a larger one).
+type Repeated struct{ last string }
+
+// Of returns s, or the equal string it returned last.
+func (r *Repeated) Of(s string) string {
+	if s != r.last {
+		r.last = strings.Clone(s)
+	}
+	return r.last
 }

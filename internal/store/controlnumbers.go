@@ -53,3 +53,26 @@ func (c *ControlNumbers) Next(ctx context.Context, sender string) (int64, error)
 	b.next++
 	return n, nil
 }
+
+// TryNext returns sender's next control number from the block this
+// process holds, without reserving one: false when there is none left.
+func (c *ControlNumbers) TryNext(sender string) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.blocks[sender]
+	if b == nil || b.next >= b.end || b.next > maxControlNumber {
+		return 0, false
+	}
+	n := b.next
+	b.next++
+	return n, true
+}
+
+// InRange reports an error for a control number past the nine digits of
+// ISA13.
+func InRange(sender string, n int64) error {
+	if n > maxControlNumber {
+		return fmt.Errorf("control numbers for %s exhausted", sender)
+	}
+	return nil
+}

@@ -1152,10 +1152,27 @@ func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, er
 // store.ControlNumbers hands out.
 func (s *Store) reserveControlNumbers(ctx context.Context, sender string, n int64) (int64, error) {
 	var end int64
-	err := s.db.QueryRowContext(ctx, `INSERT INTO control_number (sender, next) VALUES (?, 1 + ?)
-		ON CONFLICT (sender) DO UPDATE SET next = control_number.next + ?
-		RETURNING next`, sender, n, n).Scan(&end)
+	err := s.db.QueryRowContext(ctx, reserveControlNumbers, sender, n, n).Scan(&end)
 	return end, err
+}
+
+const reserveControlNumbers = `INSERT INTO control_number (sender, next) VALUES (?, 1 + ?)
+	ON CONFLICT (sender) DO UPDATE SET next = control_number.next + ?
+	RETURNING next`
+
+// NextControlNumber implements inbox.TxControlNumbers: a number of the
+// block this process holds, else one taken in the ingestion's transaction
+// (the store's own reservation would wait for the write lock this
+// ingestion holds). Never kept as a block: a rollback takes it back.
+func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
+	if n, ok := in.s.ctl.TryNext(sender); ok {
+		return n, nil
+	}
+	var end int64
+	if err := in.tx.QueryRowContext(ctx, reserveControlNumbers, sender, 1, 1).Scan(&end); err != nil {
+		return 0, fmt.Errorf("control number: %w", err)
+	}
+	return end - 1, store.InRange(sender, end-1)
 }
 
 // FileStates implements inbox.Ledger.

@@ -71,7 +71,7 @@ func BenchIngestBigFile(b *testing.B, s store.Store, data []byte, bare BareLoad,
 		var parsed time.Time // when the last parse ended
 		ingest := func(path string, want inbox.Outcome) time.Duration {
 			start := time.Now()
-			r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes, SpillDir: os.TempDir(),
+			r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes,
 				BeforeWrite: func(context.Context) error { parsed = time.Now(); return nil }},
 				inbox.FileInfo{Source: "bench", Path: path, Size: int64(len(data)), MTime: t0, SHA256: "x",
 					CorrelationID: store.NewCorrelationID(), Now: time.Now()}, bytes.NewReader(data))

@@ -15,7 +15,7 @@ import (
 // correlation id corr.
 func ingestAs(t *testing.T, s store.Store, path, corr string, now time.Time, data []byte) *inbox.Report {
 	t.Helper()
-	r, err := inbox.Ingest(context.Background(), inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "test",
+	r, err := inbox.Ingest(context.Background(), Options(t, s), inbox.FileInfo{Source: "test",
 		Path: path, Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path, CorrelationID: corr, Now: now},
 		bytes.NewReader(data))
 	if err != nil {

@@ -94,7 +94,7 @@ func testSecondIngestSameAsFull(t *testing.T, s store.Store) {
 		second = rejectSet(t, second, 3)
 		second = alterSet(t, second, 5)
 		ingest := func(st inbox.Ingester, path string, data []byte) *inbox.Report {
-			r, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: Routes}, inbox.FileInfo{Source: "test",
+			r, err := inbox.Ingest(ctx, Options(t, st), inbox.FileInfo{Source: "test",
 				Path: sc.trace + path, Size: int64(len(data)), MTime: t0, SHA256: "x",
 				CorrelationID: sc.trace + path, Now: t0}, bytes.NewReader(data))
 			if err != nil {
@@ -209,7 +209,8 @@ func testClaimLookupOneRejected(t *testing.T, s store.Store) {
 	data := remitBytes(t, x12gen.Remit{}, changedSets)
 	mustIngest(t, s, "first.835", data)
 	writes := 0
-	r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes, BeforeWrite: func(ctx context.Context) error {
+	opts := Options(t, s)
+	opts.BeforeWrite = func(ctx context.Context) error {
 		writes++
 		if writes > 1 {
 			return nil
@@ -219,7 +220,8 @@ func testClaimLookupOneRejected(t *testing.T, s store.Store) {
 		}
 		_, err := Ingest(t, s, "one-rejected.835", rejectSet(t, data, changedSets/2))
 		return err
-	}}, inbox.FileInfo{Source: "test", Path: "second.835", Size: int64(len(data)), MTime: t0, SHA256: "x",
+	}
+	r, err := inbox.Ingest(ctx, opts, inbox.FileInfo{Source: "test", Path: "second.835", Size: int64(len(data)), MTime: t0, SHA256: "x",
 		CorrelationID: "second", Now: t0}, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
@@ -239,13 +241,15 @@ func testClaimLookupChanged(t *testing.T, s store.Store, change func(ctx context
 	data := remitBytes(t, x12gen.Remit{}, changedSets)
 	mustIngest(t, s, "first.835", data)
 	writes := 0
-	r, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes, BeforeWrite: func(ctx context.Context) error {
+	opts := Options(t, s)
+	opts.BeforeWrite = func(ctx context.Context) error {
 		writes++
 		if writes == 1 {
 			return change(ctx, data)
 		}
 		return nil
-	}}, inbox.FileInfo{Source: "test", Path: "second.835", Size: int64(len(data)), MTime: t0, SHA256: "x",
+	}
+	r, err := inbox.Ingest(ctx, opts, inbox.FileInfo{Source: "test", Path: "second.835", Size: int64(len(data)), MTime: t0, SHA256: "x",
 		CorrelationID: "second", Now: t0}, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)

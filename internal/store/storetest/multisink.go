@@ -27,7 +27,9 @@ var multiRoutes = map[string][]string{
 func testMultiSinkRowsPerEffectAndSink(t *testing.T, s store.Store) {
 	ingest := func(path string, data []byte) *inbox.Report {
 		t.Helper()
-		r, err := inbox.Ingest(context.Background(), inbox.Options{Store: s, Routes: multiRoutes},
+		opts := Options(t, s)
+		opts.Routes = multiRoutes
+		r, err := inbox.Ingest(context.Background(), opts,
 			inbox.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path,
 				CorrelationID: store.NewCorrelationID(), Now: t0}, bytes.NewReader(data))
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,17 +46,42 @@ func Fixture(t testing.TB, name string) []byte {
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
+// Options are the ingest options of the suite's tests: every file is
+// written while it is parsed (inbox.Options.PipeFrom 1) in a test of
+// Run's "Piped" runs, each file as its size decides elsewhere.
+func Options(t testing.TB, s inbox.Ingester) inbox.Options {
+	o := inbox.Options{Store: s, Routes: Routes}
+	if strings.Contains(t.Name()+"/", "/"+pipedRuns+"/") {
+		o.PipeFrom = 1
+	}
+	return o
+}
+
+// pipedRuns names the subtests of Run that run the ingest tests (piped)
+// again with every file written while it is parsed.
+const pipedRuns = "Piped"
+
+// piped are the tests that Run runs again under pipedRuns: those whose
+// files are ingested, in every outcome.
+var piped = []string{"SameFileThreeTimes", "PayloadBytesReadBack", "RunOfSetsMixedOutcomes",
+	"SameFileConcurrently", "RegeneratedIsBusinessDup", "OtherSenderIsNewDocument", "KeyConflictQuarantined",
+	"RejectedKeyReclaimed", "NotX12KeyedBySHA256", "FailureBeforeCommitLeavesNothing", "StaleFenceCommitsNothing",
+	"ControlNumbers", "AnswerLookup", "RejectedKeyReclaimedSameHash", "EffectConflictNotBusinessDup",
+	"EffectConflictConcurrently", "SecondIngestSameAsFull", "ClaimLookupPrunedRedoes", "ClaimLookupRejectedRedoes",
+	"ClaimLookupOneRejectedRedoes", "MultiSinkRowsPerEffectAndSink", "OverlappingFilesConcurrently",
+	"RunRepeatingItsOwnKeys", "FileOutcomesPerArrival", "Ledger", "SmallFileNotLookedUp"}
+
 // Ingest records data as the file path of source "test".
 func Ingest(t testing.TB, s store.Store, path string, data []byte) (*inbox.Report, error) {
 	corr := store.NewCorrelationID()
-	return inbox.Ingest(context.Background(), inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: t0,
+	return inbox.Ingest(context.Background(), Options(t, s), inbox.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: t0,
 		SHA256: "sha-" + path, CorrelationID: corr, Now: t0}, bytes.NewReader(data))
 }
 
 // IngestNow is Ingest stamped with the current time, so its rows are due
 // for a relay running on the real clock.
 func IngestNow(t testing.TB, s store.Store, path string, data []byte) (*inbox.Report, error) {
-	return inbox.Ingest(context.Background(), inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "test",
+	return inbox.Ingest(context.Background(), Options(t, s), inbox.FileInfo{Source: "test",
 		Path: path, Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path, CorrelationID: store.NewCorrelationID(),
 		Now: time.Now().UTC()}, bytes.NewReader(data))
 }
@@ -168,6 +194,18 @@ func Run(t *testing.T, newStore NewStore) {
 			fn(t, newStore(t))
 		})
 	}
+	t.Run(pipedRuns, func(t *testing.T) {
+		for _, name := range piped {
+			fn := tests[name]
+			if fn == nil {
+				t.Fatalf("piped test %s is not in the suite", name)
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				fn(t, newStore(t))
+			})
+		}
+	})
 }
 
 func testSameFileThreeTimes(t *testing.T, s store.Store) {
@@ -313,7 +351,7 @@ func testNotX12(t *testing.T, s store.Store) {
 func testFailureBeforeCommit(t *testing.T, s store.Store) {
 	data := Fixture(t, "multi_interchange.x12")
 	boom := errors.New("injected")
-	_, err := inbox.Ingest(store.FailBeforeCommit(context.Background(), boom), inbox.Options{Store: s, Routes: Routes},
+	_, err := inbox.Ingest(store.FailBeforeCommit(context.Background(), boom), Options(t, s),
 		inbox.FileInfo{Source: "test", Path: "x", Size: 1, MTime: t0, SHA256: "x", CorrelationID: "c", Now: t0},
 		bytes.NewReader(data))
 	if !errors.Is(err, boom) {
@@ -630,7 +668,7 @@ func testStaleFenceCommitsNothing(t *testing.T, s store.Store) {
 		t.Fatalf("takeover: %d %v", cur, ok)
 	}
 	ingestFenced := func(path string, data []byte, fence inbox.Fence) (*inbox.Report, error) {
-		return inbox.Ingest(ctx, inbox.Options{Store: s, Routes: Routes}, inbox.FileInfo{Source: "test", Path: path,
+		return inbox.Ingest(ctx, Options(t, s), inbox.FileInfo{Source: "test", Path: path,
 			Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path, CorrelationID: store.NewCorrelationID(), Now: t0,
 			Fence: fence}, bytes.NewReader(data))
 	}

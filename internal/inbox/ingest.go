@@ -105,8 +105,9 @@ type ControlNumberStore interface {
 // file again (its records were not kept).
 //
 // Duplicates are cheap: when the store implements ClaimLookup and the file
-// holds lookupFrom sets or more, the keys of its sets are looked up after
-// the envelope pass, outside any transaction, and a set whose key is
+// holds lookupFrom sets or more, the keys of its sets are looked up from
+// the envelope pass on, outside any transaction, on a goroutine of its own
+// while the sets are processed (claims), and a set whose key is
 // claimed (not as a rejection) is spilled without summary or effects
 // (SetRecord.Claimed): its outcome is a duplicate or key conflict whatever
 // they are. Its status, problems and acknowledgments are computed as for
@@ -366,19 +367,31 @@ const lookupFrom = 64
 // its key, not the key: kept while the whole file is processed, the keys
 // of a large file would be most of its memory. A set taken for claimed by
 // a collision is verified by the ingestion like any (SetRecord.Claimed).
+//
+// The lookup runs on a goroutine of its own, claimChunk keys a query in
+// file order, while the sets are processed: a set's answer waits only for
+// its own chunk. Should a query fail, the sets it and the chunks after it
+// hold count as not claimed: they carry their payloads, and the ingestion
+// decides their outcomes as it does for any set.
 type claims struct {
 	seed    maphash.Seed
 	keys    []uint64 // a hash of every set's key, in file order
 	claimed []bool
-	next    int    // the position of the set asked about next
-	lastKey string // the set asked about last, and its answer
+	ready   []chan struct{} // closed once its chunk's answers are in claimed
+	stop    context.CancelFunc
+	done    chan struct{} // closed when the lookup has returned
+	next    int           // the position of the set asked about next
+	lastKey string        // the set asked about last, and its answer
 	last    bool
 }
 
-// lookUpClaims looks up which sets of the envelope f are claimed already
-// (see ClaimLookup); nil for a file of fewer than lookupFrom sets, or of
-// which no set is claimed.
-func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) (*claims, error) {
+// claimChunk is how many keys one claim lookup query asks about.
+const claimChunk = 2000
+
+// lookUpClaims starts looking up which sets of the envelope f are
+// claimed already (see ClaimLookup); nil for a file of fewer than
+// lookupFrom sets. The caller calls close once done asking.
+func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) *claims {
 	var keys []string
 	for _, ix := range f.Interchanges {
 		for _, g := range ix.Groups {
@@ -388,20 +401,42 @@ func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) (*c
 		}
 	}
 	if len(keys) < lookupFrom {
-		return nil, nil
+		return nil
 	}
-	found, err := lookup.ClaimedKeys(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("ingest: look up claims: %w", err)
-	}
-	if len(found) == 0 {
-		return nil, nil
-	}
-	c := &claims{seed: maphash.MakeSeed(), keys: make([]uint64, len(keys)), claimed: make([]bool, len(keys))}
+	c := &claims{seed: maphash.MakeSeed(), keys: make([]uint64, len(keys)), claimed: make([]bool, len(keys)),
+		ready: make([]chan struct{}, (len(keys)+claimChunk-1)/claimChunk), done: make(chan struct{})}
 	for i, k := range keys {
-		c.keys[i], c.claimed[i] = maphash.String(c.seed, k), found[k]
+		c.keys[i] = maphash.String(c.seed, k)
 	}
-	return c, nil
+	for i := range c.ready {
+		c.ready[i] = make(chan struct{})
+	}
+	ctx, c.stop = context.WithCancel(ctx)
+	go func() {
+		defer close(c.done)
+		failed := false
+		for i, ready := range c.ready {
+			chunk := keys[i*claimChunk : min(len(keys), (i+1)*claimChunk)]
+			if !failed {
+				found, err := lookup.ClaimedKeys(ctx, chunk)
+				failed = err != nil
+				for j, k := range chunk {
+					c.claimed[i*claimChunk+j] = found[k]
+				}
+			}
+			clear(chunk) // the keys are let go as they are answered
+			close(ready)
+		}
+	}()
+	return c
+}
+
+// close stops the lookup, if it still runs, and waits for it.
+func (c *claims) close() {
+	if c != nil {
+		c.stop()
+		<-c.done
+	}
 }
 
 // ask answers for the next set of the file, which process.File asks about
@@ -409,7 +444,12 @@ func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) (*c
 func (c *claims) ask(s *envelope.Set) bool {
 	i := c.next
 	c.next++
-	c.lastKey, c.last = s.Key, i < len(c.keys) && c.claimed[i] && c.keys[i] == maphash.String(c.seed, s.Key)
+	c.last = false
+	if i < len(c.keys) {
+		<-c.ready[i/claimChunk]
+		c.last = c.claimed[i] && c.keys[i] == maphash.String(c.seed, s.Key)
+	}
+	c.lastKey = s.Key
 	return c.last
 }
 
@@ -452,12 +492,12 @@ func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSe
 	var types process.Repeated
 	if lookup != nil {
 		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
-			var err error
-			if claimed, err = lookUpClaims(ctx, lookup, f); err != nil || claimed == nil {
-				return nil, err
+			if claimed = lookUpClaims(ctx, lookup, f); claimed == nil {
+				return nil, nil
 			}
 			return claimed.ask, nil
 		}
+		defer func() { claimed.close() }()
 	}
 	summary, err := process.File(ctx, r, cfg,
 		func(it process.Item) error {

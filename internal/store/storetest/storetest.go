@@ -176,6 +176,8 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"SessionRevocation":                testSessionRevocation,
 		"OverlappingFilesConcurrently":     testOverlappingLargeFilesConcurrently,
 		"RunRepeatingItsOwnKeys":           testRunRepeatingItsOwnKeys,
+		"AckNumbersWhileWriting":           testAckNumbersWhileWriting,
+		"AckNumberWhileAReservationWaits":  testAckNumberWhileAReservationWaits,
 	}
 }
 

@@ -20,7 +20,14 @@ import (
 // after the first collision one set at a time, which waits for such a
 // claim and then sees it, as every write did before runs were claimed
 // set-based: it commits, instead of failing the file after its last write.
+// The same when the file is written while it is parsed (PipeFrom 1): a
+// write rolled back is retried by parsing the file again.
 func TestIngestRacedOnEveryWriteStillCommits(t *testing.T) {
+	t.Run("Buffered", func(t *testing.T) { testIngestRacedOnEveryWrite(t, 0) })
+	t.Run("Piped", func(t *testing.T) { testIngestRacedOnEveryWrite(t, 1) })
+}
+
+func testIngestRacedOnEveryWrite(t *testing.T, pipeFrom int) {
 	ctx := context.Background()
 	s := newStore(t).(*Store)
 	var file bytes.Buffer
@@ -63,7 +70,8 @@ func TestIngestRacedOnEveryWriteStillCommits(t *testing.T) {
 		}()
 		return nil
 	}
-	res, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: storetest.Routes, BeforeWrite: before},
+	res, err := inbox.Ingest(ctx, inbox.Options{Store: s, Routes: storetest.Routes, BeforeWrite: before,
+		PipeFrom: pipeFrom},
 		fileInfo(file.Len()), bytes.NewReader(file.Bytes()))
 	for range writes {
 		if err := <-committed; err != nil {

@@ -1,0 +1,235 @@
+package inbox_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/process"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
+	"github.com/ediwatch/ediwatch/internal/store/postgres"
+	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
+)
+
+// pipedFile is a file of three interchanges of 40 sets, a 999 each: well
+// past a PipeFrom of 1 byte, with records of every kind.
+func pipedFile(t *testing.T, trace string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := (x12gen.Remit{Trace: trace, Interchanges: 3, SetsPerGroup: 40, ClaimsPerSet: 3}).Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func ingestWith(ctx context.Context, s inbox.Ingester, pipeFrom int, path string, r io.ReadSeeker,
+	size int) (*inbox.Report, error) {
+	return inbox.Ingest(ctx, inbox.Options{Store: s, Routes: storetest.Routes, PipeFrom: pipeFrom},
+		inbox.FileInfo{Source: "test", Path: path, Size: int64(size), MTime: t0, SHA256: "sha-" + path,
+			CorrelationID: "corr-" + path, Now: t0}, r)
+}
+
+// nothingRecorded fails t unless s holds no inbox, outbox or file row.
+func nothingRecorded(t *testing.T, s store.Store) {
+	t.Helper()
+	if c, err := s.Counts(context.Background()); err != nil || len(c.Inbox)+len(c.Outbox)+len(c.Files) != 0 {
+		t.Fatalf("recorded %+v (%v)", c, err)
+	}
+}
+
+// bothStores runs fn as the subtests "sqlite" and "postgres", each with
+// two fresh stores of that driver.
+func bothStores(t *testing.T, fn func(t *testing.T, a, b store.Store)) {
+	t.Run("sqlite", func(t *testing.T) { fn(t, drivertest.SQLite(t), drivertest.SQLite(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		fn(t, pgtest.New(t, postgres.Options{}), pgtest.New(t, postgres.Options{}))
+	})
+}
+
+// TestPipedWriteRecordsWhatABufferedWriteRecords: files written while
+// they are parsed report and record what the same files written after
+// their parse do, in each outcome (new; every set a duplicate; a
+// regenerated copy under other control numbers, every set a business
+// duplicate), and their rows are delivered in the same order with the same
+// payloads.
+func TestPipedWriteRecordsWhatABufferedWriteRecords(t *testing.T) {
+	bothStores(t, func(t *testing.T, bufferedStore, pipedStore store.Store) {
+		ctx := context.Background()
+		data := pipedFile(t, "EQ")
+		regen := data
+		for i := 1; i <= 3; i++ {
+			for _, end := range []string{"*", "~"} { // ISA13, IEA02
+				regen = bytes.ReplaceAll(regen, fmt.Appendf(nil, "*%09d%s", i, end), fmt.Appendf(nil, "*%09d%s", 900+i, end))
+			}
+		}
+		type outcome struct {
+			Reports []*inbox.Report
+			Rows    []string
+		}
+		run := func(s store.Store, pipeFrom int) outcome {
+			var o outcome
+			for i, f := range [][]byte{data, data, regen} {
+				r, err := ingestWith(ctx, s, pipeFrom, fmt.Sprint("f", i), bytes.NewReader(f), len(f))
+				if err != nil {
+					t.Fatalf("pipeFrom %d, file %d: %v", pipeFrom, i, err)
+				}
+				o.Reports = append(o.Reports, r)
+			}
+			for _, sink := range []string{"ledger", "acks"} {
+				for _, r := range flat(deliver(t, s, sink)) {
+					row := fmt.Sprintf("%s %s %s %s", r.Sink, r.Kind, r.EffectKey, r.OrderingKey)
+					if r.Kind == process.KindPayment {
+						row += " " + string(r.Payload)
+					}
+					o.Rows = append(o.Rows, row)
+				}
+			}
+			return o
+		}
+		buffered, piped := run(bufferedStore, 0), run(pipedStore, 1)
+		if n := buffered.Reports[0].Count(inbox.Processed); n != 120 || buffered.Reports[1].Count(inbox.Duplicate) != 120 ||
+			buffered.Reports[2].Count(inbox.BusinessDuplicate) != 120 || len(buffered.Rows) != 120+6 {
+			t.Fatalf("buffered: %d processed, %d duplicates, %d business duplicates, %d rows", n,
+				buffered.Reports[1].Count(inbox.Duplicate), buffered.Reports[2].Count(inbox.BusinessDuplicate),
+				len(buffered.Rows))
+		}
+		for i := range buffered.Reports {
+			if !reflect.DeepEqual(buffered.Reports[i], piped.Reports[i]) {
+				t.Errorf("file %d: piped report\n%+v\nbuffered\n%+v", i, piped.Reports[i], buffered.Reports[i])
+			}
+		}
+		if !reflect.DeepEqual(buffered.Rows, piped.Rows) {
+			t.Errorf("piped rows\n%v\nbuffered\n%v", piped.Rows, buffered.Rows)
+		}
+	})
+}
+
+// secondPass is a file whose second read (process.File reads a file
+// twice) calls at once it reaches offset off; at's error, if any, is the
+// read's.
+type secondPass struct {
+	*bytes.Reader
+	off     int64
+	at      func() error
+	rewound bool
+	read    atomic.Int64 // bytes of the second pass read
+}
+
+func (r *secondPass) Read(p []byte) (int, error) {
+	if r.rewound && r.at != nil && r.Size()-int64(r.Len()) >= r.off {
+		if err := r.at(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := r.Reader.Read(p)
+	if r.rewound {
+		r.read.Add(int64(n))
+	}
+	return n, err
+}
+
+func (r *secondPass) Seek(off int64, whence int) (int64, error) {
+	r.rewound = true
+	return r.Reader.Seek(off, whence)
+}
+
+// TestPipedWriteOfAFileThatFailsToReadRecordsNothing: a file whose read
+// fails halfway, after its write has begun and taken sets, records nothing
+// and reports the read's error; its write ends (TestMain's goleak: no
+// goroutine is left).
+func TestPipedWriteOfAFileThatFailsToReadRecordsNothing(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		data := pipedFile(t, "RD")
+		boom := errors.New("the disk went away")
+		r := &secondPass{Reader: bytes.NewReader(data), off: int64(len(data)) / 2, at: func() error { return boom }}
+		if _, err := ingestWith(context.Background(), s, 1, "f", r, len(data)); !errors.Is(err, boom) {
+			t.Fatalf("ingest: %v, want %v", err, boom)
+		}
+		nothingRecorded(t, s)
+	})
+}
+
+// failingStore's ingestions fail their set number failAt.
+type failingStore struct {
+	store.Store
+	failAt int
+	err    error
+}
+
+func (f *failingStore) BeginIngest(ctx context.Context, fi inbox.FileInfo) (inbox.Ingestion, error) {
+	ing, err := f.Store.BeginIngest(ctx, fi)
+	return &failingIngestion{Ingestion: ing, s: f}, err
+}
+
+type failingIngestion struct {
+	inbox.Ingestion
+	s    *failingStore
+	sets int
+}
+
+func (f *failingIngestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
+	if f.sets++; f.sets == f.s.failAt {
+		return f.s.err
+	}
+	return f.Ingestion.AddSet(ctx, r)
+}
+
+// TestPipedWriteThatFailsStopsTheParse: a write that fails while its
+// file is still parsed reports its own error (not the pipe's), records
+// nothing, and stops the parse: the rest of the file is not read.
+func TestPipedWriteThatFailsStopsTheParse(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		var b bytes.Buffer
+		if _, err := (x12gen.Remit{Trace: "WF", SetsPerGroup: 3000, ClaimsPerSet: 2}).Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		boom := errors.New("the store refused a set")
+		r := &secondPass{Reader: bytes.NewReader(b.Bytes())}
+		_, err := ingestWith(context.Background(), &failingStore{Store: s, failAt: 10, err: boom}, 1, "f", r, b.Len())
+		if !errors.Is(err, boom) || err.Error() != boom.Error() {
+			t.Fatalf("ingest: %v, want %v", err, boom)
+		}
+		if got := r.read.Load(); got >= int64(b.Len())/2 {
+			t.Errorf("the parse read %d of %d bytes after the write failed at its 10th set", got, b.Len())
+		}
+		nothingRecorded(t, s)
+	})
+}
+
+// TestPipedWriteCanceledRecordsNothing: an ingest canceled while its
+// write is open and its parse waits on its file returns the context's
+// error, records nothing, and leaves no goroutine behind.
+func TestPipedWriteCanceledRecordsNothing(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		data := pipedFile(t, "CX")
+		ctx, cancel := context.WithCancel(context.Background())
+		var once sync.Once
+		waiting := make(chan struct{})
+		r := &secondPass{Reader: bytes.NewReader(data), off: int64(len(data)) / 2, at: func() error {
+			once.Do(func() { close(waiting) })
+			<-ctx.Done()
+			return nil // the parse reads on, and checks its context between sets
+		}}
+		done := make(chan error, 1)
+		go func() {
+			_, err := ingestWith(ctx, s, 1, "f", r, len(data))
+			done <- err
+		}()
+		<-waiting
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("ingest: %v, want context.Canceled", err)
+		}
+		nothingRecorded(t, s)
+	})
+}

@@ -171,7 +171,7 @@ func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f *Fi
 	pl := &pipeline{ctx: ctx, opts: opts, f: f, p: p}
 	cn := &pipedNumbers{store: numbers, sp: sp, pl: pl}
 	sp.overflow = pl.start
-	err := parse(ctx, opts, cn, r, sp, lookup, p)
+	err := parse(ctx, opts, cn, r, sp, lookup, p, pl)
 	if pl.started {
 		return pl.finish(sp, err)
 	}
@@ -221,6 +221,9 @@ type pipeline struct {
 	f    *FileInfo
 	p    *parsed
 
+	// lookup is the file's claim lookup, if any.
+	lookup *claims
+
 	started bool
 	pw      *io.PipeWriter
 	// numbers: the ingestion takes control numbers in its transaction
@@ -251,6 +254,12 @@ func (pl *pipeline) start(mem []byte) (io.Writer, error) {
 			return nil, err
 		}
 	}
+	// The claim lookup ends before the write begins: it then never waits
+	// for a connection that the write holds while the write waits for the
+	// parse, which waits for the lookup (a small pool, or SQLite's one
+	// writer). It is usually done by now: it runs from the envelope pass
+	// on, the pipe's first records take longer to parse.
+	pl.lookup.wait()
 	ing, err := pl.opts.Store.BeginIngest(pl.ctx, *pl.f)
 	if err != nil {
 		return nil, err
@@ -370,7 +379,7 @@ const lookupFrom = 64
 //
 // The lookup runs on a goroutine of its own, claimChunk keys a query in
 // file order, while the sets are processed: a set's answer waits only for
-// its own chunk. Should a query fail, the sets it and the chunks after it
+// its own chunk. It ends before a write begins (pipeline.start). Should a query fail, the sets it and the chunks after it
 // hold count as not claimed: they carry their payloads, and the ingestion
 // decides their outcomes as it does for any set.
 type claims struct {
@@ -431,6 +440,13 @@ func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) *cl
 	return c
 }
 
+// wait returns once the lookup has answered every set.
+func (c *claims) wait() {
+	if c != nil {
+		<-c.done
+	}
+}
+
 // close stops the lookup, if it still runs, and waits for it.
 func (c *claims) close() {
 	if c != nil {
@@ -481,7 +497,7 @@ type setMeta struct {
 
 // parse processes r into sp and out.
 func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSeeker, sp *spill,
-	lookup ClaimLookup, out *parsed) error {
+	lookup ClaimLookup, out *parsed, pl *pipeline) error {
 	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack}
 	if o, ok := opts.Store.(AnswerLookup); ok {
 		// Outside the ingestion's transaction, like the claim lookup: an
@@ -495,6 +511,7 @@ func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSe
 			if claimed = lookUpClaims(ctx, lookup, f); claimed == nil {
 				return nil, nil
 			}
+			pl.lookup = claimed
 			return claimed.ask, nil
 		}
 		defer func() { claimed.close() }()

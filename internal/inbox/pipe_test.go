@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/process"
@@ -17,6 +19,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
 	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
+	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
@@ -232,4 +235,38 @@ func TestPipedWriteCanceledRecordsNothing(t *testing.T) {
 		}
 		nothingRecorded(t, s)
 	})
+}
+
+// TestPipedWriteWaitsForTheClaimLookupNotTheReverse: the claim lookup of
+// a large file ends before the file's write begins, so the lookup never
+// needs a connection the write holds while the write waits for the parse,
+// which waits for the lookup. SQLite with one connection: every set of the
+// file claimed already (a lookup of several chunks), written again with
+// the write begun at the first set. Before, it hung until its deadline.
+func TestPipedWriteWaitsForTheClaimLookupNotTheReverse(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.OpenWith(ctx, filepath.Join(t.TempDir(), "one.db"), sqlite.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if _, err := (x12gen.Remit{Trace: "LK", SetsPerGroup: 9000}).Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingestWith(ctx, s, 0, "first", bytes.NewReader(b.Bytes()), b.Len()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r, err := ingestWith(ctx, s, 1, "again", bytes.NewReader(b.Bytes()), b.Len())
+	if err != nil {
+		t.Fatalf("written again while parsed: %v", err)
+	}
+	if r.Count(inbox.Duplicate) != 9000 {
+		t.Errorf("%d duplicates of 9000", r.Count(inbox.Duplicate))
+	}
 }

@@ -270,3 +270,60 @@ func TestPipedWriteWaitsForTheClaimLookupNotTheReverse(t *testing.T) {
 		t.Errorf("%d duplicates of 9000", r.Count(inbox.Duplicate))
 	}
 }
+
+// TestPipedAnswersWithOneConnection: a received 999 late in a file
+// written while it is parsed looks up what it answers while the file's
+// write holds the store's only pool connection (SQLite, store.max_conns
+// 1): the lookup takes a connection of its own, and names the original.
+// Before, it waited for the write, which waited for the parse, until the
+// deadline.
+func TestPipedAnswersWithOneConnection(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.OpenWith(ctx, filepath.Join(t.TempDir(), "one.db"), sqlite.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var claims bytes.Buffer
+	if err := (x12gen.Claims{Sender: "RIVERSIDE", Receiver: "CLEARING", Control: 41}).Write(&claims); err != nil {
+		t.Fatal(err)
+	}
+	opts := inbox.Options{Store: s, Routes: answerRoutes}
+	info := func(path string, n int) inbox.FileInfo {
+		return inbox.FileInfo{Source: "test", Path: path, Size: int64(n), MTime: t0, SHA256: "sha-" + path,
+			CorrelationID: "corr-" + path, Now: t0}
+	}
+	if _, err := inbox.Ingest(ctx, opts, info("a.837", claims.Len()), bytes.NewReader(claims.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	// A large interchange of payments first: the write holds its
+	// connection (the parse's records reach it 256 KB at a time) before
+	// the 999 at the end is read.
+	var answers bytes.Buffer
+	if _, err := (x12gen.Remit{Trace: "AN", SetsPerGroup: 1000}).Write(&answers); err != nil {
+		t.Fatal(err)
+	}
+	answers.Write(answer999(51, "0001"))
+	opts.PipeFrom = 1
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r, err := inbox.Ingest(ctx, opts, info("answers.x12", answers.Len()), bytes.NewReader(answers.Bytes()))
+	if err != nil {
+		t.Fatalf("answers written while parsed: %v", err)
+	}
+	if r.Count(inbox.Processed) != 1001 {
+		t.Fatalf("outcomes %+v", r.Sets)
+	}
+	named := 0
+	for _, row := range flat(deliver(t, s, "acks")) {
+		if row.Kind == process.KindAckReceived && bytes.Contains(row.Payload, []byte(`"original_key":"x12:`)) {
+			named++
+		}
+	}
+	if named != 1 {
+		t.Errorf("%d received 999s named what they answer, want 1", named)
+	}
+}

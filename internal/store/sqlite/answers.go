@@ -58,7 +58,7 @@ func setKeyQuery(prefix, suffix string) (string, []any) {
 func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, error) {
 	var key string
 	q, args := setKeyQuery(prefix, suffix)
-	err := s.db.QueryRowContext(ctx, q, args...).Scan(&key)
+	err := s.side.QueryRowContext(ctx, q, args...).Scan(&key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -71,7 +71,7 @@ func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, erro
 // ClaimKey implements inbox.AnswerLookup, by the index outbox_claim_order.
 func (s *Store) ClaimKey(ctx context.Context, orderingKey string) (string, error) {
 	var key string
-	err := s.db.QueryRowContext(ctx, `SELECT effect_key FROM outbox
+	err := s.side.QueryRowContext(ctx, `SELECT effect_key FROM outbox
 		WHERE ordering_key = ? AND kind = 'claim.received' ORDER BY id DESC LIMIT 1`, orderingKey).Scan(&key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil

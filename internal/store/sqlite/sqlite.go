@@ -28,8 +28,17 @@ import (
 // Store is the SQLite driver. It is safe for concurrent use, also by
 // several processes on one file.
 type Store struct {
-	db  *sql.DB
-	ctl store.ControlNumbers
+	db *sql.DB
+	// side is one connection apart from db for the reads a file's parse
+	// asks of the store (claim and answer lookups): a write begun during
+	// the parse (inbox.Options.PipeFrom) holds a connection of db and waits
+	// for the parse, so with every connection of db held by such writes (a
+	// pool of one: store.max_conns 1) the parse would wait for them without
+	// end. Reads never wait for SQLite's write lock, so the one connection
+	// is never held long. (Control numbers are writes: a parse whose write
+	// is open takes them through it, inbox.TxControlNumbers.)
+	side *sql.DB
+	ctl  store.ControlNumbers
 }
 
 var _ store.Store = (*Store)(nil)
@@ -105,7 +114,13 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s := &Store{db: db}
+	side, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	side.SetMaxOpenConns(1)
+	s := &Store{db: db, side: side}
 	s.ctl.Reserve = s.reserveControlNumbers
 	return s, nil
 }
@@ -121,7 +136,10 @@ func pragmaSets(q url.Values, name string) bool {
 }
 
 // Close closes the database.
-func (s *Store) Close() { s.db.Close() }
+func (s *Store) Close() {
+	s.side.Close()
+	s.db.Close()
+}
 
 // DB returns the database, for benchmarks beside the store.
 func (s *Store) DB() *sql.DB { return s.db }
@@ -243,7 +261,7 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 		for _, k := range chunk {
 			want[k] = k
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT key FROM inbox WHERE status <> 'rejected'
+		rows, err := s.side.QueryContext(ctx, `SELECT key FROM inbox WHERE status <> 'rejected'
 			AND key IN (SELECT value FROM json_each(?))`, string(list))
 		if err != nil {
 			return nil, fmt.Errorf("claimed keys: %w", err)

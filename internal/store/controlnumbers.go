@@ -55,9 +55,13 @@ func (c *ControlNumbers) Next(ctx context.Context, sender string) (int64, error)
 }
 
 // TryNext returns sender's next control number from the block this
-// process holds, without reserving one: false when there is none left.
+// process holds, without reserving one: false when there is none left, or
+// when another caller holds the blocks (Next may be reserving one, which
+// under SQLite waits for the write lock TryNext's caller holds).
 func (c *ControlNumbers) TryNext(sender string) (int64, bool) {
-	c.mu.Lock()
+	if !c.mu.TryLock() {
+		return 0, false
+	}
 	defer c.mu.Unlock()
 	b := c.blocks[sender]
 	if b == nil || b.next >= b.end || b.next > maxControlNumber {

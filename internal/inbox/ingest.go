@@ -331,7 +331,9 @@ func (pl *pipeline) finish(sp *spill, parseErr error) (*Report, error) {
 // out a control number beside it while it is open (SQLite's one writer
 // holds the write lock): a write begun during the parse (pipeline) takes
 // the acknowledgments' numbers through it, in its transaction, so a
-// rolled-back ingestion takes none.
+// rolled-back ingestion takes none. A wrapper of such an ingestion must
+// implement it too: without it, the parse asks the store, which waits for
+// the lock the write holds.
 type TxControlNumbers interface {
 	NextControlNumber(ctx context.Context, sender string) (int64, error)
 }

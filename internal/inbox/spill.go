@@ -147,8 +147,10 @@ func (s *spill) Write(b []byte) (int, error) {
 			return 0, err
 		}
 		// s.mem's bytes are the write's to read now, and to let go of once
-		// read.
-		s.piped, s.w, s.mem = true, bufio.NewWriterSize(w, 256<<10), bytes.Buffer{}
+		// read. A buffer no larger than the limit: with a small one (the
+		// suite's PipeFrom 1), the records reach the write as they are
+		// put, so the write does run while the file is parsed.
+		s.piped, s.w, s.mem = true, bufio.NewWriterSize(w, min(256<<10, s.limit)), bytes.Buffer{}
 	}
 	if s.piped {
 		return s.w.Write(b)

@@ -47,7 +47,7 @@ const (
 func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, error) {
 	var key string
 	q, args := setKeyQuery(prefix, suffix)
-	err := s.pool.QueryRow(ctx, q, args...).Scan(&key)
+	err := s.side.QueryRow(ctx, q, args...).Scan(&key) // see Store.side
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -70,7 +70,7 @@ func setKeyQuery(prefix, suffix string) (string, []any) {
 // ClaimKey implements inbox.AnswerLookup, by the index outbox_claim_order.
 func (s *Store) ClaimKey(ctx context.Context, orderingKey string) (string, error) {
 	var key string
-	err := s.pool.QueryRow(ctx, claimKeySQL, orderingKey).Scan(&key)
+	err := s.side.QueryRow(ctx, claimKeySQL, orderingKey).Scan(&key) // see Store.side
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}

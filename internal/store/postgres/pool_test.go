@@ -74,10 +74,17 @@ func openSchema(t *testing.T, opts Options) *Store {
 // connection, three large files (each past the batch size, so each writes
 // in an explicit transaction) are ingested at once and all three allocate
 // their 999's control number together. No ingest may wait for a second
-// connection while holding one: with a pool of 2 or 4 all three finish.
+// connection while holding one: with a pool of 2 or 4 all three finish,
+// parsed whole before their writes or written while parsed (piped:
+// inbox.Options.PipeFrom 1, the write holding its connection while the
+// parse asks for the control number).
 func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
-	for _, conns := range []int32{2, 4} {
-		t.Run(fmt.Sprintf("max_conns=%d", conns), func(t *testing.T) {
+	for _, tc := range []struct {
+		conns    int32
+		pipeFrom int
+	}{{2, 0}, {4, 0}, {2, 1}, {4, 1}} {
+		conns := tc.conns
+		t.Run(fmt.Sprintf("max_conns=%d/piped=%v", conns, tc.pipeFrom > 0), func(t *testing.T) {
 			s := openSchema(t, Options{MaxConns: conns})
 			ctx, cancel := context.WithCancel(context.Background())
 			listening := make(chan struct{})
@@ -92,7 +99,13 @@ func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
 			<-listening
 
 			const files = 3
-			bs := &allArrive{Store: s, n: files, all: make(chan struct{})}
+			// Piped, a parse held at the barrier would hold its write's
+			// connection for others' sake, which no ingest does.
+			arrive := files
+			if tc.pipeFrom > 0 {
+				arrive = 1
+			}
+			bs := &allArrive{Store: s, n: arrive, all: make(chan struct{})}
 			// A hang is the failure; the deadline only turns it into an error.
 			ictx, icancel := context.WithTimeout(ctx, 45*time.Second)
 			defer icancel()
@@ -107,7 +120,7 @@ func TestConcurrentLargeIngestsSmallPoolNoDeadlock(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r, err := inbox.Ingest(ictx, inbox.Options{Store: bs, Routes: storetest.Routes},
+					r, err := inbox.Ingest(ictx, inbox.Options{Store: bs, Routes: storetest.Routes, PipeFrom: tc.pipeFrom},
 						inbox.FileInfo{Source: "pool", Path: fmt.Sprintf("big%d.835", i), Size: int64(buf.Len()),
 							SHA256: fmt.Sprintf("sha%d", i), CorrelationID: store.NewCorrelationID(), Now: time.Now().UTC()},
 						bytes.NewReader(buf.Bytes()))

@@ -31,6 +31,14 @@ import (
 // Store is the PostgreSQL driver. It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	// side is one connection apart from pool for what a file's parse asks
+	// of the store while its write, begun during the parse
+	// (inbox.Options.PipeFrom), holds a connection of pool and waits for
+	// the parse: control number reservations and answer lookups. Each is
+	// one short statement that waits for no lock another holds long, so a
+	// pool taken whole by such writes (and LISTEN) cannot stall the parses
+	// they wait for.
+	side *pgxpool.Pool
 	ctl  store.ControlNumbers
 	// raced holds the correlation ids of ingestions rolled back as
 	// transient; written again, they claim one set at a time.
@@ -114,7 +122,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("postgres: create schema: %w", err)
 		}
 	}
-	s := &Store{pool: pool}
+	sideCfg := cfg.Copy()
+	sideCfg.MaxConns, sideCfg.MinConns = 1, 0
+	side, err := pgxpool.NewWithConfig(ctx, sideCfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", redact(err))
+	}
+	s := &Store{pool: pool, side: side}
 	s.ctl.Reserve = s.reserveControlNumbers
 	return s, nil
 }
@@ -129,7 +144,12 @@ func redact(err error) error {
 }
 
 // Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	s.pool.Close()
+	if s.side != nil {
+		s.side.Close()
+	}
+}
 
 // Pool returns the connection pool, for benchmarks beside the store.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
@@ -1398,7 +1418,7 @@ func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, er
 // store.ControlNumbers hands out.
 func (s *Store) reserveControlNumbers(ctx context.Context, sender string, n int64) (int64, error) {
 	var end int64
-	err := s.pool.QueryRow(ctx, `INSERT INTO control_number (sender, next) VALUES ($1, 1 + $2)
+	err := s.side.QueryRow(ctx, `INSERT INTO control_number (sender, next) VALUES ($1, 1 + $2)
 		ON CONFLICT (sender) DO UPDATE SET next = control_number.next + $2
 		RETURNING next`, sender, n).Scan(&end)
 	return end, err

@@ -14,7 +14,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -261,7 +261,9 @@ func tuneIngestGC() func() {
 	prevLimit := debug.SetMemoryLimit(t.floor)
 	t.arm()
 	return func() {
-		t.stopped.Store(true)
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.stopped = true
 		debug.SetMemoryLimit(prevLimit)
 		debug.SetGCPercent(prevPercent)
 	}
@@ -273,7 +275,10 @@ func tuneIngestGC() func() {
 type gcTuner struct {
 	floor   int64
 	percent int64
-	stopped atomic.Bool
+	// mu orders a collection's new limit and the restore: none is set
+	// after it.
+	mu      sync.Mutex
+	stopped bool
 	m       []metrics.Sample
 }
 
@@ -296,7 +301,9 @@ func (t *gcTuner) arm() {
 
 // collected runs on the cleanup goroutine after a collection.
 func (t *gcTuner) collected() {
-	if t.stopped.Load() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
 		return
 	}
 	if t.m == nil {

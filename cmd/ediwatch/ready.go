@@ -125,27 +125,13 @@ func (s progressStore) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox
 	if err != nil {
 		return nil, err
 	}
-	pi := progressIngestion{Ingestion: ing, p: s.p}
-	if tx, ok := ing.(inbox.TxControlNumbers); ok {
-		// Kept visible: a write begun during its file's parse takes the
-		// parse's control numbers through it (SQLite), the store's own
-		// reservation waiting for the write lock that write holds.
-		return progressTxIngestion{progressIngestion: pi, TxControlNumbers: tx}, nil
-	}
-	return pi, nil
+	return progressIngestion{Ingestion: ing, p: s.p}, nil
 }
 
 // progressIngestion marks progress when its ingest commits.
 type progressIngestion struct {
 	inbox.Ingestion
 	p *progress
-}
-
-// progressTxIngestion is a progressIngestion of an ingestion that takes
-// control numbers in its transaction (inbox.TxControlNumbers).
-type progressTxIngestion struct {
-	progressIngestion
-	inbox.TxControlNumbers
 }
 
 func (i progressIngestion) Commit(ctx context.Context, status inbox.FileStatus, lastError string) (*inbox.IngestResult, error) {

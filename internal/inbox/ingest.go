@@ -98,11 +98,11 @@ type ControlNumberStore interface {
 // parsed; a large file's time is then about its write's, not the sum of
 // both, and its records are never all held, in memory or on disk. The
 // lock or connection is held from then on: the write, the slower phase,
-// keeps up with the parse. An ingestion that takes control numbers in its
-// own transaction (TxControlNumbers: SQLite, whose write lock the store's
-// reservation would wait for) hands them to the parse, which asks through
-// the pipe. A write rolled back as transient is retried by parsing the
-// file again (its records were not kept).
+// keeps up with the parse. The parse's acknowledgments then take their
+// control numbers from the write (Ingestion.NextControlNumber; SQLite's in
+// its transaction, since the store's reservation would wait for the write
+// lock it holds), asked through the pipe. A write rolled back as transient
+// is retried by parsing the file again (its records were not kept).
 //
 // Duplicates are cheap: when the store implements ClaimLookup and the file
 // holds lookupFrom sets or more, the keys of its sets are looked up from
@@ -226,10 +226,9 @@ type pipeline struct {
 
 	started bool
 	pw      *io.PipeWriter
-	// numbers: the ingestion takes control numbers in its transaction
-	// (TxControlNumbers); answer carries each to the parse.
-	numbers bool
-	answer  chan numberAnswer
+	// answer carries each control number the write gives the parse
+	// (Ingestion.NextControlNumber).
+	answer chan numberAnswer
 	// done is closed when the write has returned, with its outcome in
 	// res and err.
 	done chan struct{}
@@ -264,7 +263,6 @@ func (pl *pipeline) start(mem []byte) (io.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, pl.numbers = ing.(TxControlNumbers)
 	pr, pw := io.Pipe()
 	pl.started, pl.pw = true, pw
 	pl.answer, pl.done = make(chan numberAnswer, 1), make(chan struct{})
@@ -296,7 +294,7 @@ func errWriteEnded(err error) error {
 // number answers a control number request of the parse, in the
 // ingestion's transaction.
 func (pl *pipeline) number(ctx context.Context, ing Ingestion, sender string) error {
-	n, err := ing.(TxControlNumbers).NextControlNumber(ctx, sender)
+	n, err := ing.NextControlNumber(ctx, sender)
 	pl.answer <- numberAnswer{n, err}
 	return err
 }
@@ -327,20 +325,9 @@ func (pl *pipeline) finish(sp *spill, parseErr error) (*Report, error) {
 	return pl.res, nil
 }
 
-// TxControlNumbers is implemented by an ingestion whose store cannot hand
-// out a control number beside it while it is open (SQLite's one writer
-// holds the write lock): a write begun during the parse (pipeline) takes
-// the acknowledgments' numbers through it, in its transaction, so a
-// rolled-back ingestion takes none. A wrapper of such an ingestion must
-// implement it too: without it, the parse asks the store, which waits for
-// the lock the write holds.
-type TxControlNumbers interface {
-	NextControlNumber(ctx context.Context, sender string) (int64, error)
-}
-
 // pipedNumbers gives the parse its control numbers: from the store, or,
-// once a write whose ingestion takes them (TxControlNumbers) is begun,
-// from that write, asked through the pipe after the records before.
+// once its write is begun, from that write (Ingestion.NextControlNumber),
+// asked through the pipe after the records before.
 type pipedNumbers struct {
 	store ControlNumberStore
 	sp    *spill
@@ -349,7 +336,7 @@ type pipedNumbers struct {
 
 // Next implements ack.ControlNumbers.
 func (c *pipedNumbers) Next(ctx context.Context, sender string) (int64, error) {
-	if c.pl == nil || !c.pl.started || !c.pl.numbers {
+	if c.pl == nil || !c.pl.started {
 		return c.store.NextControlNumber(ctx, sender)
 	}
 	if err := c.sp.putNumberRequest(sender); err != nil {

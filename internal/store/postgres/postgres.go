@@ -533,6 +533,14 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 	                             AND substr(key, 1, length($8)) = $8)
 	ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key`
 
+// NextControlNumber implements inbox.Ingestion: the store's own, from the
+// process's block or a reservation on the connection apart from the pool
+// (Store.side), which never waits for this ingestion: its transaction
+// does not touch control_number.
+func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
+	return in.st.NextControlNumber(ctx, sender)
+}
+
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	in.queueClaimed()
 	in.queueSets()

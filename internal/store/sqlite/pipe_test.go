@@ -51,7 +51,7 @@ func TestIngestionControlNumberWhileAnotherIngestReservesABlock(t *testing.T) {
 		other <- err
 	}()
 	<-reserving
-	n, err := ing.(inbox.TxControlNumbers).NextControlNumber(ctx, sender)
+	n, err := ing.NextControlNumber(ctx, sender)
 	if err != nil {
 		t.Fatal(err)
 	}

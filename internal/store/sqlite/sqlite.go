@@ -36,7 +36,7 @@ type Store struct {
 	// pool of one: store.max_conns 1) the parse would wait for them without
 	// end. Reads never wait for SQLite's write lock, so the one connection
 	// is never held long. (Control numbers are writes: a parse whose write
-	// is open takes them through it, inbox.TxControlNumbers.)
+	// is open takes them through it, inbox.Ingestion.NextControlNumber.)
 	side *sql.DB
 	ctl  store.ControlNumbers
 }
@@ -1178,7 +1178,7 @@ const reserveControlNumbers = `INSERT INTO control_number (sender, next) VALUES 
 	ON CONFLICT (sender) DO UPDATE SET next = control_number.next + ?
 	RETURNING next`
 
-// NextControlNumber implements inbox.TxControlNumbers: a number of the
+// NextControlNumber implements inbox.Ingestion: a number of the
 // block this process holds, else one taken in the ingestion's transaction
 // (the store's own reservation would wait for the write lock this
 // ingestion holds). Never kept as a block: a rollback takes it back.

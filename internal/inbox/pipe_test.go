@@ -237,6 +237,21 @@ func TestPipedWriteCanceledRecordsNothing(t *testing.T) {
 	})
 }
 
+// oneConnection returns a migrated SQLite store whose pool holds one
+// connection (store.max_conns 1), closed when t ends.
+func oneConnection(t *testing.T) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.OpenWith(context.Background(), filepath.Join(t.TempDir(), "one.db"), sqlite.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestPipedWriteWaitsForTheClaimLookupNotTheReverse: the claim lookup of
 // a large file ends before the file's write begins, so the lookup never
 // needs a connection the write holds while the write waits for the parse,
@@ -245,14 +260,7 @@ func TestPipedWriteCanceledRecordsNothing(t *testing.T) {
 // the write begun at the first set. Before, it hung until its deadline.
 func TestPipedWriteWaitsForTheClaimLookupNotTheReverse(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.OpenWith(ctx, filepath.Join(t.TempDir(), "one.db"), sqlite.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := oneConnection(t)
 	var b bytes.Buffer
 	if _, err := (x12gen.Remit{Trace: "LK", SetsPerGroup: 9000}).Write(&b); err != nil {
 		t.Fatal(err)
@@ -279,14 +287,7 @@ func TestPipedWriteWaitsForTheClaimLookupNotTheReverse(t *testing.T) {
 // deadline.
 func TestPipedAnswersWithOneConnection(t *testing.T) {
 	ctx := context.Background()
-	s, err := sqlite.OpenWith(ctx, filepath.Join(t.TempDir(), "one.db"), sqlite.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := oneConnection(t)
 	var claims bytes.Buffer
 	if err := (x12gen.Claims{Sender: "RIVERSIDE", Receiver: "CLEARING", Control: 41}).Write(&claims); err != nil {
 		t.Fatal(err)

@@ -144,6 +144,13 @@ func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Re
 			again = true
 		}
 		if !again {
+			if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+				// Canceled or past its deadline mid-write, the store may
+				// say only what the cancellation did to it (database/sql
+				// closes the transaction's statements): the cause comes
+				// first.
+				err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+			}
 			return res, err
 		}
 		if _, err := r.Seek(0, io.SeekStart); err != nil {

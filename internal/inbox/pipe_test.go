@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -240,16 +239,7 @@ func TestPipedWriteCanceledRecordsNothing(t *testing.T) {
 // oneConnection returns a migrated SQLite store whose pool holds one
 // connection (store.max_conns 1), closed when t ends.
 func oneConnection(t *testing.T) *sqlite.Store {
-	t.Helper()
-	s, err := sqlite.OpenWith(context.Background(), filepath.Join(t.TempDir(), "one.db"), sqlite.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return drivertest.SQLiteWith(t, sqlite.Options{MaxConns: 1})
 }
 
 // TestPipedWriteWaitsForTheClaimLookupNotTheReverse: the claim lookup of

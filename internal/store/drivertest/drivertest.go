@@ -19,7 +19,13 @@ import (
 // closed when t ends.
 func SQLite(t testing.TB) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "ediwatch.db"))
+	return SQLiteWith(t, sqlite.Options{})
+}
+
+// SQLiteWith is SQLite opened with opts.
+func SQLiteWith(t testing.TB, opts sqlite.Options) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.OpenWith(context.Background(), filepath.Join(t.TempDir(), "ediwatch.db"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

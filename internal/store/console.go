@@ -61,6 +61,17 @@ type AttemptStats struct {
 	P50, P95 time.Duration
 }
 
+// ScanAttemptStats reads one row of a driver's attempt statistics query:
+// sink, attempts, 2xx answers, then the p50 and p95 latencies in
+// microseconds.
+func ScanAttemptStats(r interface{ Scan(dest ...any) error }) (AttemptStats, error) {
+	var a AttemptStats
+	var p50, p95 int64
+	err := r.Scan(&a.Sink, &a.Attempts, &a.OK, &p50, &p95)
+	a.P50, a.P95 = time.Duration(p50)*time.Microsecond, time.Duration(p95)*time.Microsecond
+	return a, err
+}
+
 // ConsoleReader reads what the console's overview, sinks and files
 // pages show beyond the other readers. Read only; safe for concurrent
 // use.

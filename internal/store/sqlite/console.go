@@ -84,11 +84,7 @@ func (s *Store) AttemptStats(ctx context.Context, since time.Time) ([]store.Atte
 		return nil, fmt.Errorf("attempt stats: %w", err)
 	}
 	out, err := store.CollectRows(rows, func() { rows.Close() }, func(r store.Rows) (store.AttemptStats, error) {
-		var a store.AttemptStats
-		var p50, p95 int64
-		err := r.Scan(&a.Sink, &a.Attempts, &a.OK, &p50, &p95)
-		a.P50, a.P95 = time.Duration(p50)*time.Microsecond, time.Duration(p95)*time.Microsecond
-		return a, err
+		return store.ScanAttemptStats(r)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("attempt stats: %w", err)

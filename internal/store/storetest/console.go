@@ -26,14 +26,7 @@ func testPollStatusPerDirectory(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
-	get := func() []store.PollStatus {
-		t.Helper()
-		got, err := s.PollStatuses(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	get := func() []store.PollStatus { t.Helper(); return pollStatuses(t, s) }
 	rec("/out", "host-a", t0, "")
 	rec("/out", "host-a", t0.Add(time.Minute), "list: connection reset by peer")
 	rec("/out", "host-b", t0.Add(2*time.Minute), "lease: context deadline exceeded")
@@ -216,14 +209,7 @@ func testPollStatusFencedByLease(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
-	get := func() []store.PollStatus {
-		t.Helper()
-		got, err := s.PollStatuses(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	get := func() []store.PollStatus { t.Helper(); return pollStatuses(t, s) }
 	rec("host-a", inbox.Fence{Name: lease, Token: 1}, t0, "") // no lease granted yet
 	if got := get(); len(got) != 0 {
 		t.Fatalf("recorded without the lease: %+v", got)
@@ -247,4 +233,14 @@ func testPollStatusFencedByLease(t *testing.T, s store.Store) {
 	if got := get(); len(got) != 1 || got[0].LastError != "list: EOF" || got[0].ErrorsToday(t0) != 1 {
 		t.Errorf("the holder's record was refused: %+v", got)
 	}
+}
+
+// pollStatuses returns s's poll statuses, failing t on an error.
+func pollStatuses(t *testing.T, s store.Store) []store.PollStatus {
+	t.Helper()
+	got, err := s.PollStatuses(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

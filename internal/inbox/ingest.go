@@ -382,6 +382,9 @@ type claims struct {
 	seed    maphash.Seed
 	keys    []uint64 // a hash of every set's key, in file order
 	claimed []bool
+	// clean: of a set claimed by a clean set (Claim.CleanHash), a hash of
+	// that set's content hash (hex); else 0.
+	clean   []uint64
 	ready   []chan struct{} // closed once its chunk's answers are in claimed
 	stop    context.CancelFunc
 	done    chan struct{} // closed when the lookup has returned
@@ -409,7 +412,7 @@ func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) *cl
 		return nil
 	}
 	c := &claims{seed: maphash.MakeSeed(), keys: make([]uint64, len(keys)), claimed: make([]bool, len(keys)),
-		ready: make([]chan struct{}, (len(keys)+claimChunk-1)/claimChunk), done: make(chan struct{})}
+		clean: make([]uint64, len(keys)), ready: make([]chan struct{}, (len(keys)+claimChunk-1)/claimChunk), done: make(chan struct{})}
 	for i, k := range keys {
 		c.keys[i] = maphash.String(c.seed, k)
 	}
@@ -426,7 +429,11 @@ func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) *cl
 				found, err := lookup.ClaimedKeys(ctx, chunk)
 				failed = err != nil
 				for j, k := range chunk {
-					c.claimed[i*claimChunk+j] = found[k]
+					claim, ok := found[k]
+					c.claimed[i*claimChunk+j] = ok
+					if ok && claim.CleanHash != "" {
+						c.clean[i*claimChunk+j] = maphash.String(c.seed, claim.CleanHash)
+					}
 				}
 			}
 			clear(chunk) // the keys are let go as they are answered
@@ -452,17 +459,25 @@ func (c *claims) close() {
 }
 
 // ask answers for the next set of the file, which process.File asks about
-// once, in file order (Config.NoEffects).
-func (c *claims) ask(s *envelope.Set) bool {
+// once, in file order, once the set is read (Config.NoEffects): claimed,
+// and claimed by a clean set of the same content hash.
+func (c *claims) ask(s *envelope.Set) process.Known {
 	i := c.next
 	c.next++
 	c.last = false
+	known := process.Unknown
 	if i < len(c.keys) {
 		<-c.ready[i/claimChunk]
 		c.last = c.claimed[i] && c.keys[i] == maphash.String(c.seed, s.Key)
+		if c.last {
+			known = process.Claimed
+			if c.clean[i] != 0 && c.clean[i] == maphash.String(c.seed, s.HashHex()) {
+				known = process.ClaimedClean
+			}
+		}
 	}
 	c.lastKey = s.Key
-	return c.last
+	return known
 }
 
 // answered returns the answer ask gave for the set key, which process.File
@@ -503,7 +518,7 @@ func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSe
 	var claimed *claims
 	var types process.Repeated
 	if lookup != nil {
-		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
+		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) process.Known, error) {
 			if claimed = lookUpClaims(ctx, lookup, f); claimed == nil {
 				return nil, nil
 			}
@@ -658,7 +673,7 @@ func commit(ctx context.Context, ing Ingestion, p *parsed) (*Report, error) {
 // SetRecord.Claimed) gets neither summary nor effects.
 func setRecord(s *process.Set, routes map[string][]string, claimed bool) (SetRecord, error) {
 	rec := SetRecord{Key: s.Key, ContentHash: s.ContentHash, Type: s.Type,
-		Rejected: s.Status == process.Rejected, Reason: s.Reason, Claimed: claimed}
+		Rejected: s.Status == process.Rejected, Reason: s.Reason, Claimed: claimed, Clean: s.Clean()}
 	if claimed {
 		return rec, nil
 	}

@@ -84,6 +84,11 @@ type SetRecord struct {
 	// rejection, when the set is written, the ingestion fails with
 	// ErrClaimChanged and records nothing.
 	Claimed bool
+	// Clean says the set's document was read without a single problem
+	// and, for a payment, balanced: nothing of it but its envelope shows
+	// in its 999 or its report. Kept with the claim (inbox.clean), so that
+	// the same content sent again need not be read again (ClaimLookup).
+	Clean bool
 }
 
 // SetResult is the outcome of one set.
@@ -177,10 +182,19 @@ type Ingester interface {
 // ingestion and outside its transaction, which keys are already claimed.
 type ClaimLookup interface {
 	// ClaimedKeys returns those of keys whose inbox row exists with a
-	// status other than rejected (processed or conflict). The answer may
-	// be stale by the time an ingestion writes; SetRecord.Claimed says how
-	// the ingestion verifies it.
-	ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error)
+	// status other than rejected (processed or conflict), with what the
+	// row says of the set that claimed it. The answer may be stale by the
+	// time an ingestion writes; SetRecord.Claimed says how the ingestion
+	// verifies it.
+	ClaimedKeys(ctx context.Context, keys []string) (map[string]Claim, error)
+}
+
+// Claim is what a claim lookup found of a claimed key.
+type Claim struct {
+	// CleanHash is the content hash of the set that claimed the key when
+	// that set was clean (SetRecord.Clean), else "". A set of the same
+	// content hash is as clean: its document need not be read.
+	CleanHash string
 }
 
 // AnswerLookup is implemented by a store that can name, outside an

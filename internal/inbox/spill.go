@@ -52,6 +52,7 @@ const (
 
 	flagRejected = 1 << 0
 	flagClaimed  = 1 << 1
+	flagClean    = 1 << 2
 )
 
 // put appends rec to the spill.
@@ -70,6 +71,9 @@ func (s *spill) put(rec spilled) error {
 		}
 		if r.Claimed {
 			flags |= flagClaimed
+		}
+		if r.Clean {
+			flags |= flagClean
 		}
 		b = append(b, flags)
 		b = appendStr(b, r.Reason)
@@ -189,7 +193,7 @@ func (d *spillReader) next() (spilled, error) {
 	case tagSet:
 		r := &SetRecord{Key: d.str(), ContentHash: d.str(), Type: d.str()}
 		flags := d.byte()
-		r.Rejected, r.Claimed = flags&flagRejected != 0, flags&flagClaimed != 0
+		r.Rejected, r.Claimed, r.Clean = flags&flagRejected != 0, flags&flagClaimed != 0, flags&flagClean != 0
 		r.Reason = d.str()
 		r.Summary = d.bytes()
 		if n := d.uvarint(); n > 0 && d.err == nil {

@@ -17,11 +17,11 @@ import (
 )
 
 // spillRecord is the i-th record of the spill tests: sets with and
-// without effects, claimed sets, acknowledgments, each payload the given.
+// without effects, clean or not, claimed sets, acknowledgments, each payload the given.
 func spillRecord(i int, payload json.RawMessage) spilled {
 	if i%2 == 0 {
 		return spilled{Set: &SetRecord{Key: fmt.Sprint("set", i), ContentHash: "h", Type: "835",
-			Rejected: i%4 == 0, Reason: "r", Summary: json.RawMessage(`{"s":1}`), Effects: []outbox.Effect{
+			Rejected: i%4 == 0, Clean: i%8 == 2, Reason: "r", Summary: json.RawMessage(`{"s":1}`), Effects: []outbox.Effect{
 				{Kind: "payment.posted", Key: fmt.Sprint("pay", i), OrderingKey: "o", Sink: "ledger",
 					Payload: payload, Hash: "hh"}}}}
 	}

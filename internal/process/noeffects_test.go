@@ -36,8 +36,8 @@ func TestNoEffectsChangesNothingElse(t *testing.T) {
 		process := func(noEffects bool) ([]*Set, [][]byte, []Effect) {
 			cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 			if noEffects {
-				cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
-					return func(*envelope.Set) bool { return true }, nil
+				cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+					return func(*envelope.Set) Known { return Claimed }, nil
 				}
 			}
 			var sets []*Set
@@ -110,8 +110,8 @@ func TestNoEffectsKeepsProblemsPastTheParsersNextSet(t *testing.T) {
 	acks := func(noEffects bool) []Effect {
 		cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 		if noEffects {
-			cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) bool, error) {
-				return func(*envelope.Set) bool { return true }, nil
+			cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+				return func(*envelope.Set) Known { return Claimed }, nil
 			}
 		}
 		var out []Effect
@@ -136,6 +136,111 @@ func TestNoEffectsKeepsProblemsPastTheParsersNextSet(t *testing.T) {
 	for _, want := range []string{"1X0.00", "2026110A", "IK5*R"} {
 		if !strings.Contains(ev.X12, want) {
 			t.Errorf("the 999 lacks %q:\n%s", want, ev.X12)
+		}
+	}
+}
+
+// TestCleanClaimedSetsAreNotRead: a set claimed by a clean set of the same
+// content (ClaimedClean) is not read, and nothing that a full processing
+// shows changes: every set's status, reason, errors and problems, and
+// every acknowledgment (whose key carries its group's verdict). The
+// fixtures hold sets with problems, rejections and unbalanced payments
+// beside clean ones; the clean ones alone are marked, by content hash as
+// an ingest's lookup would mark them, and those alone are not read.
+func TestCleanClaimedSetsAreNotRead(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "envelope", "testdata", "*.x12"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("fixtures: %v %v", files, err)
+	}
+	var buf bytes.Buffer
+	if _, err := (x12gen.Remit{SetsPerGroup: 4, ClaimsPerSet: 2}).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	// The second set with a bad date (a problem that does not reject), the
+	// third with a bad amount (one that does), the fourth unbalanced.
+	mixed := buf.Bytes()
+	second := bytes.Index(mixed, []byte("CLP*PCN2-1*"))
+	mixed = append(mixed[:second:second], bytes.Replace(mixed[second:], []byte("DTM*232*20261101"),
+		[]byte("DTM*232*2026110A"), 1)...)
+	mixed = bytes.Replace(mixed, []byte("CLP*PCN3-1*1*100.00"), []byte("CLP*PCN3-1*1*1X0.00"), 1)
+	mixed = bytes.Replace(mixed, []byte("CLP*PCN4-1*1*100.00*75.00"), []byte("CLP*PCN4-1*1*100.00*76.00"), 1)
+	inputs := map[string][]byte{"mixed.835": mixed}
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[name] = data
+	}
+	kinds := map[string]int{}
+	for name, data := range inputs {
+		process := func(clean map[string]bool) ([]*Set, []Effect) {
+			cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
+			if clean != nil {
+				cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+					return func(s *envelope.Set) Known {
+						if clean[s.HashHex()] {
+							return ClaimedClean
+						}
+						return Claimed
+					}, nil
+				}
+			}
+			var sets []*Set
+			var acks []Effect
+			if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
+				if it.Set != nil {
+					set := *it.Set
+					sets = append(sets, &set)
+				}
+				if it.Ack != nil {
+					acks = append(acks, *it.Ack)
+				}
+				return nil
+			}); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return sets, acks
+		}
+		full, fullAcks := process(nil)
+		clean := map[string]bool{}
+		for _, s := range full {
+			if s.Clean() && (s.Payment != nil || s.Claims != nil) {
+				clean[s.ContentHash] = true
+			}
+			switch {
+			case s.Clean():
+				kinds["clean"]++
+			case s.Status == Rejected:
+				kinds["rejected"]++
+			case len(s.Problems) > 0:
+				kinds["problems"]++
+			default:
+				kinds["unbalanced"]++
+			}
+		}
+		marked, markedAcks := process(clean)
+		if !reflect.DeepEqual(fullAcks, markedAcks) {
+			t.Errorf("%s: acknowledgments differ:\n%+v\n%+v", name, fullAcks, markedAcks)
+		}
+		if len(full) != len(marked) {
+			t.Fatalf("%s: %d sets, %d marked", name, len(full), len(marked))
+		}
+		for i, m := range marked {
+			f := *full[i]
+			read := m.Payment != nil || m.Claims != nil
+			if clean[f.ContentHash] == read {
+				t.Errorf("%s set %d: clean %v, its document read %v", name, i, clean[f.ContentHash], read)
+			}
+			if m.Status != f.Status || m.Reason != f.Reason || !reflect.DeepEqual(m.Errors, f.Errors) ||
+				!reflect.DeepEqual(m.Problems, f.Problems) || len(m.Effects) != 0 {
+				t.Errorf("%s set %d differs:\n%+v\n%+v", name, i, &f, m)
+			}
+		}
+	}
+	for _, k := range []string{"clean", "rejected", "problems", "unbalanced"} {
+		if kinds[k] == 0 {
+			t.Errorf("no fixture has a %s set: %v", k, kinds)
 		}
 	}
 }

@@ -154,18 +154,42 @@ type Config struct {
 	Envelope envelope.Options
 	// NoEffects, when set, is called once after the envelope pass with the
 	// file's envelope tree. The function it returns (nil: none) is called
-	// once for each set, in file order, just before the set is emitted;
-	// the sets for which it reports true get no Effects (the caller knows
-	// them to be claimed already, so their effects would be discarded).
-	// Everything else of such a set (status, problems, document,
-	// acknowledgments) is the same, except that its document (Payment or
-	// Claims) is valid only until emit returns: it is read by a parser
-	// reused from set to set.
-	NoEffects func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) bool, error)
+	// once for each set, in file order, once the set is read and just
+	// before it is processed and emitted; see Known for what its answers
+	// change.
+	NoEffects func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) Known, error)
 	// Originals, when set, names what ediwatch received before that a
 	// received acknowledgment answers (see Originals); nil: nothing is
 	// looked up.
 	Originals Originals
+}
+
+// Known is what the caller of File knows of a set (Config.NoEffects).
+type Known uint8
+
+const (
+	// Unknown: the set is processed in full.
+	Unknown Known = iota
+	// Claimed: the set's key is claimed already, so its effects would be
+	// discarded: it gets none. Everything else of it (status, problems,
+	// document, acknowledgments) is the same, except that its document
+	// (Payment or Claims) is valid only until emit returns: it is read by
+	// a parser reused from set to set.
+	Claimed
+	// ClaimedClean: claimed by a set of the same content hash that was
+	// Clean: the same content is as clean, so its document is not read at
+	// all (no Payment, Claims or problems: it has none to show), and it
+	// gets no effects. Its status, errors and acknowledgments are those
+	// of processing in full.
+	ClaimedClean
+)
+
+// Clean reports whether nothing of s but its envelope shows in its
+// group's 999 or its report: processed, its document read without a
+// single problem and, for a payment, balanced.
+func (s *Set) Clean() bool {
+	return s.Status == Processed && len(s.Problems) == 0 && len(s.Errors) == 0 &&
+		(s.Payment == nil || s.Payment.Balance.Balanced)
 }
 
 // File processes the file r and calls emit with every item in file order.
@@ -194,9 +218,9 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	if !summary.X12 {
 		return summary, nil
 	}
-	var noEffects func(s *envelope.Set) bool
+	var known func(s *envelope.Set) Known
 	if cfg.NoEffects != nil {
-		if noEffects, err = cfg.NoEffects(ctx, summary); err != nil {
+		if known, err = cfg.NoEffects(ctx, summary); err != nil {
 			return nil, err
 		}
 	}
@@ -241,8 +265,11 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			if groupIndex < len(verdictIX.Groups) {
 				verdictG = verdictIX.Groups[groupIndex]
 			}
-			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG,
-				noEffects != nil && noEffects(rd.Set()), &reuse)
+			k := Unknown
+			if known != nil {
+				k = known(rd.Set())
+			}
+			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG, k, &reuse)
 			if cfg.Originals != nil && set.Effects != nil && (set.Acks != nil || set.Statuses != nil) {
 				// Named only now: the lookups are queries, made outside
 				// processSet, which stays pure.
@@ -345,11 +372,14 @@ type parsers struct {
 }
 
 func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
-	verdictIX *envelope.Interchange, verdictG *envelope.Group, noEffects bool, reuse *parsers) (*Set, ack.SetResult) {
+	verdictIX *envelope.Interchange, verdictG *envelope.Group, known Known, reuse *parsers) (*Set, ack.SetResult) {
 	out := &Set{Key: s.Key, ContentHash: s.HashHex(), Type: s.Type, ControlNumber: s.ControlNumber,
 		Status: Processed, Errors: s.Errors}
 	segs := s.Segments()
+	noEffects := known != Unknown
 	switch {
+	case known == ClaimedClean:
+		// Read before, when its content was claimed: nothing to show.
 	case s.Type == "835" && noEffects:
 		out.Payment, out.Problems = reuse.remit.Parse(segs)
 	case s.Type == "835":

@@ -254,6 +254,7 @@ func TestRunDeliveryOrderIsCommitOrder(t *testing.T) {
 			[]string{"", ""}, "test", "p", "sha", "c", t0, []int32{2, 2}, []string{"claim.received", "claim.received"},
 			[]string{effect, effect + ":other"}, []string{"claim:K", "claim:" + effect}, []string{"ledger", "ledger"},
 			[][]byte{outbox.PackPayload([]byte(`{}`)), outbox.PackPayload([]byte(`{}`))}, []string{"e", "e"},
+			[]bool{false, false},
 		).Scan(new(int32), &outcome, new(string), new([]string), new([]string)); err != nil || outcome != "processed" {
 			t.Errorf("claim %s: %q %v", effect, outcome, err)
 		}
@@ -347,7 +348,8 @@ func TestRunRacingAConcurrentClaimIsWrittenAgain(t *testing.T) {
 	defer tx1.Rollback(ctx)
 	rows, err := tx1.Query(ctx, claimSetsSQL, keys, []string{"h1", "h2"}, []string{"835", "835"},
 		[]string{"processed", "processed"}, []string{"", ""}, []*string{nil, nil}, []string{"", ""}, "test", "first",
-		"sha", "corr-first", t0, []int32{}, []string{}, []string{}, []string{}, []string{}, [][]byte{}, []string{})
+		"sha", "corr-first", t0, []int32{}, []string{}, []string{}, []string{}, []string{}, [][]byte{}, []string{},
+		[]bool{false, false})
 	if err != nil {
 		t.Fatal(err)
 	}

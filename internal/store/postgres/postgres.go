@@ -253,13 +253,13 @@ func (s *Store) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingest
 }
 
 // claimSetsSQL claims a run of consecutive sets (ediwatch_claim_sets,
-// migration 0011): one row per set, in order.
+// migration 0013): one row per set, in order.
 const claimSetsSQL = `SELECT n, outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_sets(
-	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
 
-// claimSetSQL claims one set (ediwatch_claim_set, migration 0011).
+// claimSetSQL claims one set (ediwatch_claim_set, migration 0013).
 const claimSetSQL = `SELECT 1, outcome, original_correlation_id, inserted, conflicts FROM ediwatch_claim_set(
-	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+	$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)`
 
 // setRun is a run of consecutive sets as ediwatch_claim_sets takes them:
 // per set, and per effect in set order (effectSets: its set's position,
@@ -268,6 +268,7 @@ type setRun struct {
 	keys, hashes, types, statuses, reasons []string
 	summaries                              []*string
 	keysSansISA13                          []string
+	cleans                                 []bool
 	effectSets                             []int32
 	kinds, effectKeys, orderingKeys, sinks []string
 	effectHashes                           []string
@@ -312,6 +313,7 @@ func (run *setRun) add(r inbox.SetRecord) int {
 	run.reasons = append(run.reasons, validText(r.Reason))
 	run.summaries = append(run.summaries, summary)
 	run.keysSansISA13 = append(run.keysSansISA13, keySansISA13(r.Key))
+	run.cleans = append(run.cleans, r.Clean)
 	n := 2*len(r.Key) + len(r.ContentHash) + len(r.Type) + len(r.Reason) + len(r.Summary) + 60
 	for _, e := range r.Effects {
 		run.effectSets = append(run.effectSets, int32(len(run.keys)))
@@ -364,7 +366,7 @@ func (in *ingestion) queueSets() {
 			in.batch.Queue(claimSetSQL, run.keys[i], run.hashes[i], run.types[i], run.statuses[i], run.reasons[i],
 				run.summaries[i], f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.kinds[first:last],
 				run.effectKeys[first:last], run.orderingKeys[first:last], run.sinks[first:last],
-				run.payloads[first:last], run.effectHashes[first:last], run.keysSansISA13[i])
+				run.payloads[first:last], run.effectHashes[first:last], run.keysSansISA13[i], run.cleans[i])
 			in.queued = append(in.queued, queued{kind: "sets", keys: run.keys[i : i+1]})
 			first = last
 		}
@@ -376,14 +378,14 @@ func (in *ingestion) queueSets() {
 		// without the run's probes and set-based statements.
 		in.batch.Queue(claimSetSQL, run.keys[0], run.hashes[0], run.types[0], run.statuses[0], run.reasons[0],
 			run.summaries[0], f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.kinds, run.effectKeys,
-			run.orderingKeys, run.sinks, run.payloads, run.effectHashes, run.keysSansISA13[0])
+			run.orderingKeys, run.sinks, run.payloads, run.effectHashes, run.keysSansISA13[0], run.cleans[0])
 		in.queued = append(in.queued, queued{kind: "sets", keys: run.keys})
 		in.sets = setRun{}
 		return
 	}
 	in.batch.Queue(claimSetsSQL, run.keys, run.hashes, run.types, run.statuses, run.reasons, run.summaries,
 		run.keysSansISA13, f.Source, f.Path, f.SHA256, f.CorrelationID, f.Now, run.effectSets, run.kinds, run.effectKeys,
-		run.orderingKeys, run.sinks, run.payloads, run.effectHashes)
+		run.orderingKeys, run.sinks, run.payloads, run.effectHashes, run.cleans)
 	in.queued = append(in.queued, queued{kind: "sets", keys: run.keys})
 	in.sets = setRun{}
 }
@@ -475,13 +477,14 @@ const lz4SQL = `SELECT set_config('default_toast_compression', 'lz4', true) FROM
 // either: given the array's length, the planner hashes the whole inbox
 // (measured twice the time of the probes at 60,000 rows, and it grows with
 // the inbox).
-const claimedKeysSQL = `SELECT k.key FROM unnest($1::text[]) AS k(key)
-	CROSS JOIN LATERAL (SELECT 1 FROM inbox i WHERE i.key = k.key AND i.status <> 'rejected' LIMIT 1) AS i`
+const claimedKeysSQL = `SELECT k.key, i.clean_hash FROM unnest($1::text[]) AS k(key)
+	CROSS JOIN LATERAL (SELECT CASE WHEN i.clean THEN i.content_hash ELSE '' END AS clean_hash
+	                      FROM inbox i WHERE i.key = k.key AND i.status <> 'rejected' LIMIT 1) AS i`
 
 // ClaimedKeys implements inbox.ClaimLookup. The keys of its answer are
 // strings of keys, not copies.
-func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
-	out := map[string]bool{}
+func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]inbox.Claim, error) {
+	out := map[string]inbox.Claim{}
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), 10000)]
 		keys = keys[len(chunk):]
@@ -494,8 +497,9 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 			return nil, fmt.Errorf("claimed keys: %w", err)
 		}
 		for rows.Next() {
-			if key, ok := want[string(rows.RawValues()[0])]; ok {
-				out[key] = true
+			v := rows.RawValues()
+			if key, ok := want[string(v[0])]; ok {
+				out[key] = inbox.Claim{CleanHash: string(v[1])}
 			}
 		}
 		rows.Close()

@@ -56,7 +56,7 @@ func testIngestRacedOnEveryWrite(t *testing.T, pipeFrom int) {
 		}
 		if _, err := tx.Exec(ctx, claimSetSQL, key, "other", "835", "processed", "", nil, "other", "other.835",
 			"sha-other", "corr-other", t0, []string{}, []string{}, []string{}, []string{}, [][]byte{}, []string{},
-			keySansISA13(key)); err != nil {
+			keySansISA13(key), false); err != nil {
 			tx.Rollback(ctx)
 			return err
 		}

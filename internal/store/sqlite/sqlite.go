@@ -248,8 +248,8 @@ func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ..
 
 // ClaimedKeys implements inbox.ClaimLookup. The keys of its answer are
 // strings of keys, not copies.
-func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
-	out := map[string]bool{}
+func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]inbox.Claim, error) {
+	out := map[string]inbox.Claim{}
 	for len(keys) > 0 {
 		chunk := keys[:min(len(keys), 10000)]
 		keys = keys[len(chunk):]
@@ -261,19 +261,20 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool
 		for _, k := range chunk {
 			want[k] = k
 		}
-		rows, err := s.side.QueryContext(ctx, `SELECT key FROM inbox WHERE status <> 'rejected'
-			AND key IN (SELECT value FROM json_each(?))`, string(list))
+		rows, err := s.side.QueryContext(ctx, `SELECT key, CASE WHEN clean THEN content_hash ELSE '' END
+			FROM inbox WHERE status <> 'rejected' AND key IN (SELECT value FROM json_each(?))`, string(list))
 		if err != nil {
 			return nil, fmt.Errorf("claimed keys: %w", err)
 		}
 		for rows.Next() {
 			var k sql.RawBytes
-			if err := rows.Scan(&k); err != nil {
+			var c inbox.Claim
+			if err := rows.Scan(&k, &c.CleanHash); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("claimed keys: %w", err)
 			}
 			if key, ok := want[string(k)]; ok {
-				out[key] = true
+				out[key] = c
 			}
 		}
 		rows.Close()
@@ -345,10 +346,10 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 	}
 	now := us(f.Now)
 	ins, err := in.exec(ctx, `INSERT INTO inbox (key, status, content_hash, set_type, reason, summary,
-		source, path, file_sha256, correlation_id, created_at, updated_at, key_sans_isa13)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+		source, path, file_sha256, correlation_id, created_at, updated_at, key_sans_isa13, clean)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING`,
 		r.Key, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source, f.Path, f.SHA256,
-		f.CorrelationID, now, now, keySansISA13(r.Key))
+		f.CorrelationID, now, now, keySansISA13(r.Key), r.Clean)
 	if err != nil {
 		return fmt.Errorf("ingest: claim %s: %w", r.Key, err)
 	}
@@ -363,8 +364,8 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 			// processes claims the key, whatever its content hash.
 			if _, err := in.exec(ctx, `UPDATE inbox SET status = ?, content_hash = ?, set_type = ?,
 				reason = ?, summary = ?, source = ?, path = ?, file_sha256 = ?, correlation_id = ?, created_at = ?,
-				updated_at = ? WHERE key = ?`, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary), f.Source,
-				f.Path, f.SHA256, f.CorrelationID, now, now, r.Key); err != nil {
+				updated_at = ?, clean = ? WHERE key = ?`, status, r.ContentHash, r.Type, r.Reason, nullable(r.Summary),
+				f.Source, f.Path, f.SHA256, f.CorrelationID, now, now, r.Clean, r.Key); err != nil {
 				return fmt.Errorf("ingest: reclaim %s: %w", r.Key, err)
 			}
 		case exHash == r.ContentHash:

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
@@ -69,7 +70,7 @@ type counting struct {
 	calls, claimed int
 }
 
-func (c *counting) ClaimedKeys(ctx context.Context, keys []string) (map[string]bool, error) {
+func (c *counting) ClaimedKeys(ctx context.Context, keys []string) (map[string]inbox.Claim, error) {
 	m, err := c.Store.ClaimedKeys(ctx, keys)
 	c.calls++
 	c.claimed += len(m)
@@ -287,5 +288,143 @@ func testSmallFileNotLookedUp(t *testing.T, s store.Store) {
 	}
 	if lookup.calls != 0 || r.Count(inbox.Duplicate) != 1 {
 		t.Errorf("%d lookups; outcomes %+v", lookup.calls, r.Sets)
+	}
+}
+
+// cleanMix returns a generated 835 of sets sets in which set 2 has a bad
+// date (a problem that does not reject), set 3 a bad amount (one that
+// does) and set 4 is unbalanced; every other set is clean.
+func cleanMix(t *testing.T, sets int) []byte {
+	data := remitBytes(t, x12gen.Remit{}, sets)
+	second := bytes.Index(data, []byte("CLP*PCN2-1*"))
+	data = append(data[:second:second], bytes.Replace(data[second:], []byte("DTM*232*20261101"),
+		[]byte("DTM*232*2026110A"), 1)...)
+	data = bytes.Replace(data, []byte("CLP*PCN3-1*1*100.00"), []byte("CLP*PCN3-1*1*1X0.00"), 1)
+	return bytes.Replace(data, []byte("CLP*PCN4-1*1*100.00*75.00"), []byte("CLP*PCN4-1*1*100.00*76.00"), 1)
+}
+
+// testCleanKeptWithTheClaim: the store keeps with each claim whether its
+// set was clean (inbox.SetRecord.Clean), and its claim lookup names the
+// content hash of exactly the clean sets: not of the set with a problem
+// that does not reject, nor the unbalanced one, nor the rejected one
+// (whose key it does not name at all). A rejected key reclaimed by a
+// clean set becomes clean.
+func testCleanKeptWithTheClaim(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	data := cleanMix(t, lookupSets)
+	r := mustIngest(t, s, "mix.835", data)
+	if r.Count(inbox.Processed) != lookupSets-1 || r.Count(inbox.Rejected) != 1 || !r.Sets[3].Unbalanced {
+		t.Fatalf("the file is not the mix it should be: %d processed, %d rejected, set 4 unbalanced %v",
+			r.Count(inbox.Processed), r.Count(inbox.Rejected), r.Sets[3].Unbalanced)
+	}
+	keys := make([]string, len(r.Sets))
+	for i, set := range r.Sets {
+		keys[i] = set.Key
+	}
+	found, err := s.ClaimedKeys(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := setHashes(t, data)
+	for i, k := range keys {
+		c, ok := found[k]
+		switch {
+		case i == 2:
+			if ok {
+				t.Errorf("rejected set %d named claimed: %+v", i+1, c)
+			}
+		case !ok:
+			t.Errorf("set %d not named claimed", i+1)
+		case i == 1 || i == 3:
+			if c.CleanHash != "" {
+				t.Errorf("set %d named clean: %+v", i+1, c)
+			}
+		case c.CleanHash != hashes[i]:
+			t.Errorf("set %d: clean hash %q, want %q", i+1, c.CleanHash, hashes[i])
+		}
+	}
+	// The rejected set claimed again, clean: its key is reclaimed, clean.
+	mustIngest(t, s, "clean.835", remitBytes(t, x12gen.Remit{}, lookupSets))
+	found, err = s.ClaimedKeys(ctx, keys[2:3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := found[keys[2]]; c.CleanHash == "" || c.CleanHash == hashes[2] {
+		t.Errorf("reclaimed set: %+v, want the clean copy's hash", c)
+	}
+}
+
+// setHashes returns the content hashes of data's sets, in file order.
+func setHashes(t *testing.T, data []byte) []string {
+	t.Helper()
+	f, err := envelope.Parse(bytes.NewReader(data), envelope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ix := range f.Interchanges {
+		for _, g := range ix.Groups {
+			for _, s := range g.Sets {
+				out = append(out, s.HashHex())
+			}
+		}
+	}
+	return out
+}
+
+// testCleanDuplicatesAcknowledgedAsBefore: a file whose clean sets are
+// claimed already is written with those sets unread, and acknowledged as
+// if every set were read. The same file sent again (every set a
+// duplicate: clean ones, one with a problem that does not reject, an
+// unbalanced one, a rejected one) gets no new 999 and reports what it did
+// the first time; a file of the same sets and a new one with a problem
+// that does not reject gets a 999 whose key, which carries its group's
+// verdict (set 2's problem and the new set's among it), is the very key
+// an ingest reading every set gives it, and the same report.
+func testCleanDuplicatesAcknowledgedAsBefore(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	first := cleanMix(t, lookupSets)
+	r1 := mustIngest(t, s, "first.835", first)
+	if len(r1.AckKeys) != 1 {
+		t.Fatalf("first file: acknowledgments %v", r1.AckKeys)
+	}
+	report := func(r *inbox.Report) string {
+		var b strings.Builder
+		for i, set := range r.Sets {
+			if set.Unbalanced || set.Reason != "" {
+				fmt.Fprintf(&b, "set %d unbalanced=%v %s; ", i+1, set.Unbalanced, set.Reason)
+			}
+		}
+		return b.String()
+	}
+	ingest := func(st inbox.Ingester, path string, data []byte) *inbox.Report {
+		r, err := inbox.Ingest(ctx, Options(t, st), inbox.FileInfo{Source: "test", Path: path,
+			Size: int64(len(data)), MTime: t0, SHA256: path, CorrelationID: path, Now: t0}, bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return r
+	}
+	lookup := &counting{Store: s}
+	again := ingest(lookup, "again.835", first)
+	if lookup.calls != 1 || again.Count(inbox.Duplicate) != lookupSets || len(again.AckKeys) != 0 ||
+		report(again) != report(r1) {
+		t.Errorf("sent again: %d lookups, %d duplicates, new acknowledgments %v; report %q, first %q",
+			lookup.calls, again.Count(inbox.Duplicate), again.AckKeys, report(again), report(r1))
+	}
+	// The same sets and a new one, with a bad date in its first claim.
+	more := cleanMix(t, lookupSets+1)
+	last := bytes.Index(more, fmt.Appendf(nil, "CLP*PCN%d-1*", lookupSets+1))
+	more = append(more[:last:last], bytes.Replace(more[last:], []byte("DTM*232*20261101"),
+		[]byte("DTM*232*2026110A"), 1)...)
+	r2 := ingest(lookup, "more.835", more)
+	r3 := ingest(hidden{Ingester: s, ControlNumberStore: s}, "more-again.835", more)
+	if lookup.calls != 2 || r2.Count(inbox.Processed) != 1 || len(r2.AckKeys) != 1 || len(r3.AckKeys) != 0 ||
+		report(r2) != report(r3) {
+		t.Errorf("a new set: %d processed, acknowledgments with lookup %v, reading every set %v; reports %q, %q",
+			r2.Count(inbox.Processed), r2.AckKeys, r3.AckKeys, report(r2), report(r3))
+	}
+	if c := counts(t, s); c.Outbox["pending"] != lookupSets+2 {
+		t.Errorf("outbox %v: want %d payments and two 999s", c.Outbox, lookupSets)
 	}
 }

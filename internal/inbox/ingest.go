@@ -42,8 +42,9 @@ type Options struct {
 	Timeout time.Duration
 	// PipeFrom is how many bytes of records a file's parse keeps in memory
 	// before its write begins, while the rest is parsed (DefaultPipeFrom
-	// when 0; see ingest). Tests set 1: every file is written while it is
-	// parsed.
+	// when 0; see ingest); a file larger than PipeFrom bytes is written
+	// from its first record. Tests set 1: every file is written while it
+	// is parsed.
 	PipeFrom int
 	// BeforeWrite, when set, is called between the parse and the write
 	// phase of every write attempt. Tests use it to change the store
@@ -92,9 +93,10 @@ type ControlNumberStore interface {
 //     a gap, which X12 allows.
 //  2. write: the ingestion is begun and fed the records, then committed.
 //
-// The phases overlap for a large file: once opts.PipeFrom bytes of
-// records wait (DefaultPipeFrom, 4 MiB), the ingestion is begun and fed
-// on a goroutine of its own, through a pipe, while the rest of the file is
+// The phases overlap for a large file: from its first record on for a
+// file larger than opts.PipeFrom bytes (DefaultPipeFrom, 4 MiB), else
+// once that many bytes of records wait, the ingestion is begun and fed on
+// a goroutine of its own, through a pipe, while the rest of the file is
 // parsed; a large file's time is then about its write's, not the sum of
 // both, and its records are never all held, in memory or on disk. The
 // lock or connection is held from then on: the write, the slower phase,
@@ -174,6 +176,10 @@ func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f *Fi
 	if sp.limit <= 0 {
 		sp.limit = DefaultPipeFrom
 	}
+	// A file larger than that is written from its first record on: its
+	// records would outgrow the limit, but for duplicates, which are a
+	// few bytes each; either way its write is the longer phase.
+	sp.early = f.Size > int64(sp.limit)
 	p := &parsed{status: FileIngested}
 	pl := &pipeline{ctx: ctx, opts: opts, f: f, p: p}
 	cn := &pipedNumbers{store: numbers, sp: sp, pl: pl}
@@ -260,12 +266,9 @@ func (pl *pipeline) start(mem []byte) (io.Writer, error) {
 			return nil, err
 		}
 	}
-	// The claim lookup ends before the write begins: it then never waits
-	// for a connection that the write holds while the write waits for the
-	// parse, which waits for the lookup (a small pool, or SQLite's one
-	// writer). It is usually done by now: it runs from the envelope pass
-	// on, the pipe's first records take longer to parse.
-	pl.lookup.wait()
+	// The claim lookup may still run: it takes no connection the write
+	// holds (ClaimLookup), so the write, which waits for the parse, which
+	// waits for the lookup, is never what the lookup waits for.
 	ing, err := pl.opts.Store.BeginIngest(pl.ctx, *pl.f)
 	if err != nil {
 		return nil, err
@@ -375,9 +378,11 @@ const lookupFrom = 64
 //
 // The lookup runs on a goroutine of its own, claimChunk keys a query in
 // file order, while the sets are processed: a set's answer waits only for
-// its own chunk. It ends before a write begins (pipeline.start). Should a query fail, the sets it and the chunks after it
-// hold count as not claimed: they carry their payloads, and the ingestion
-// decides their outcomes as it does for any set.
+// its own chunk; a large file's write may begin meanwhile (the lookup
+// takes no connection the write holds: ClaimLookup). Should a query fail,
+// the sets it and the chunks after it hold count as not claimed: they
+// carry their payloads, and the ingestion decides their outcomes as it
+// does for any set.
 type claims struct {
 	seed    maphash.Seed
 	keys    []uint64 // a hash of every set's key, in file order
@@ -441,13 +446,6 @@ func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) *cl
 		}
 	}()
 	return c
-}
-
-// wait returns once the lookup has answered every set.
-func (c *claims) wait() {
-	if c != nil {
-		<-c.done
-	}
 }
 
 // close stops the lookup, if it still runs, and waits for it.

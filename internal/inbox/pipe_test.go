@@ -242,30 +242,67 @@ func oneConnection(t *testing.T) *sqlite.Store {
 	return drivertest.SQLiteWith(t, sqlite.Options{MaxConns: 1})
 }
 
-// TestPipedWriteWaitsForTheClaimLookupNotTheReverse: the claim lookup of
-// a large file ends before the file's write begins, so the lookup never
-// needs a connection the write holds while the write waits for the parse,
-// which waits for the lookup. SQLite with one connection: every set of the
-// file claimed already (a lookup of several chunks), written again with
-// the write begun at the first set. Before, it hung until its deadline.
-func TestPipedWriteWaitsForTheClaimLookupNotTheReverse(t *testing.T) {
-	ctx := context.Background()
-	s := oneConnection(t)
+// lookupAfterWrite holds every claim lookup after the first until its
+// file's ingestion has begun (or a minute has passed: then it fails).
+type lookupAfterWrite struct {
+	store.Store
+	lookups atomic.Int32
+	begun   chan struct{}
+	once    sync.Once
+}
+
+func (l *lookupAfterWrite) ClaimedKeys(ctx context.Context, keys []string) (map[string]inbox.Claim, error) {
+	if l.lookups.Add(1) > 1 {
+		select {
+		case <-l.begun:
+		case <-time.After(time.Minute):
+			return nil, errors.New("the write never began while the lookup ran")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return l.Store.ClaimedKeys(ctx, keys)
+}
+
+func (l *lookupAfterWrite) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingestion, error) {
+	l.once.Do(func() { close(l.begun) })
+	return l.Store.BeginIngest(ctx, f)
+}
+
+// TestPipedWriteBeginsWhileTheClaimLookupRuns: a large file's write
+// begins while the claim lookup of its keys still runs (the lookup takes a
+// connection of its own, so the write, which waits for the parse, which
+// waits for the lookup, is never what the lookup waits for), with one pool
+// connection on both drivers. Every set of the file claimed already (a
+// lookup of five chunks), written again from its first record: the
+// lookup's second chunk is held until the write has begun. Before, the
+// write waited for the whole lookup: the test failed.
+func TestPipedWriteBeginsWhileTheClaimLookupRuns(t *testing.T) {
 	var b bytes.Buffer
 	if _, err := (x12gen.Remit{Trace: "LK", SetsPerGroup: 9000}).Write(&b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingestWith(ctx, s, 0, "first", bytes.NewReader(b.Bytes()), b.Len()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	r, err := ingestWith(ctx, s, 1, "again", bytes.NewReader(b.Bytes()), b.Len())
-	if err != nil {
-		t.Fatalf("written again while parsed: %v", err)
-	}
-	if r.Count(inbox.Duplicate) != 9000 {
-		t.Errorf("%d duplicates of 9000", r.Count(inbox.Duplicate))
+	for name, open := range map[string]func(t *testing.T) store.Store{
+		"sqlite":   func(t *testing.T) store.Store { return oneConnection(t) },
+		"postgres": func(t *testing.T) store.Store { return pgtest.New(t, postgres.Options{MaxConns: 1}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := open(t)
+			if _, err := ingestWith(ctx, s, 0, "first", bytes.NewReader(b.Bytes()), b.Len()); err != nil {
+				t.Fatal(err)
+			}
+			l := &lookupAfterWrite{Store: s, begun: make(chan struct{})}
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			r, err := ingestWith(ctx, l, 0, "again", bytes.NewReader(b.Bytes()), b.Len())
+			if err != nil {
+				t.Fatalf("written again while parsed: %v", err)
+			}
+			if r.Count(inbox.Duplicate) != 9000 || l.lookups.Load() != 5 {
+				t.Errorf("%d duplicates of 9000, %d lookups", r.Count(inbox.Duplicate), l.lookups.Load())
+			}
+		})
 	}
 }
 

@@ -186,6 +186,10 @@ type ClaimLookup interface {
 	// row says of the set that claimed it. The answer may be stale by the
 	// time an ingestion writes; SetRecord.Claimed says how the ingestion
 	// verifies it.
+	//
+	// It is called while the file's own ingestion may be under way, which
+	// waits for the lookup's answers: it must take no connection or lock
+	// that an ingestion holds.
 	ClaimedKeys(ctx context.Context, keys []string) (map[string]Claim, error)
 }
 

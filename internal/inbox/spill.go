@@ -31,7 +31,9 @@ type spill struct {
 	// records so far: the io.Writer it returns (a pipe to a write begun
 	// meanwhile) takes every later record.
 	overflow func(mem []byte) (io.Writer, error)
-	piped    bool
+	// early: overflow is called at the first record, whatever limit.
+	early bool
+	piped bool
 }
 
 // spilled is one record of the spill: a set or an acknowledgment (or,
@@ -142,10 +144,10 @@ func (s *spill) flush() error {
 	return s.w.Flush()
 }
 
-// Write appends encoded records: to memory, then, past s.limit, to the
-// pipe s.overflow returns.
+// Write appends encoded records: to memory, then, past s.limit (or from
+// the first, early), to the pipe s.overflow returns.
 func (s *spill) Write(b []byte) (int, error) {
-	if !s.piped && s.mem.Len()+len(b) > s.limit && s.overflow != nil {
+	if !s.piped && (s.early || s.mem.Len()+len(b) > s.limit) && s.overflow != nil {
 		w, err := s.overflow(s.mem.Bytes())
 		if err != nil {
 			return 0, err

@@ -492,7 +492,9 @@ func (s *Store) ClaimedKeys(ctx context.Context, keys []string) (map[string]inbo
 		for _, k := range chunk {
 			want[k] = k
 		}
-		rows, err := s.pool.Query(ctx, claimedKeysSQL, chunk)
+		// On the side connection: the file's ingestion, which may hold
+		// the pool's last connection, waits for these answers.
+		rows, err := s.side.Query(ctx, claimedKeysSQL, chunk)
 		if err != nil {
 			return nil, fmt.Errorf("claimed keys: %w", err)
 		}

@@ -210,6 +210,44 @@ func TestSynchronousFull(t *testing.T) {
 	}
 }
 
+// TestPageSizeOfNewDatabasesOnly: a database the store creates has pages
+// of PageSize bytes, or those its dsn asks for; a database that exists
+// keeps its own (SQLite cannot change it in WAL mode), migrates and
+// ingests as before.
+func TestPageSizeOfNewDatabasesOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	pageSize := func(dsn string) int {
+		t.Helper()
+		s, err := Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := storetest.Ingest(t, s, dsn, storetest.Fixture(t, "835_canonical.x12")); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := s.DB().QueryRowContext(ctx, "PRAGMA page_size").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	fresh, asked := filepath.Join(dir, "fresh.db"), filepath.Join(dir, "asked.db")
+	if n := pageSize(fresh); n != PageSize {
+		t.Errorf("a new database: %d-byte pages, want %d", n, PageSize)
+	}
+	if n := pageSize("file:" + asked + "?_pragma=page_size(4096)"); n != 4096 {
+		t.Errorf("a new database whose dsn asks for 4096: %d-byte pages", n)
+	}
+	if n := pageSize(asked); n != 4096 {
+		t.Errorf("an existing database of 4096-byte pages, opened again: %d-byte pages", n)
+	}
+}
+
 // TestPayloadsArePackedAndRowsStoredBeforeStillRead: an effect's payload is
 // stored packed (outbox.PackPayload: a large remittance's rows in a
 // fraction of the bytes), every reader gets the JSON back, and a row

@@ -578,14 +578,22 @@ func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSe
 		return nil
 	}
 	// Not X12: the file itself is keyed by its SHA-256 and rejected, with a
-	// TA1 when the partner's ids are configured.
+	// TA1 when our and the partner's ids are configured (there is no
+	// interchange to take them from).
 	out.status, out.reason = FileRejected, summary.Errors[0].Error()
 	out.meta = append(out.meta, setMeta{reason: out.reason})
 	if err := sp.put(spilled{Set: &SetRecord{Key: summary.Key, ContentHash: summary.Key, Type: "",
 		Rejected: true, Reason: out.reason}}); err != nil {
 		return err
 	}
-	if x, err := ack.BuildTA1Unreadable(ctx, opts.Ack.Us, opts.Ack.Them, cn, opts.Ack); err == nil {
+	if opts.Ack.Us.ID != "" && opts.Ack.Them.ID != "" {
+		// Ours to send: a TA1 that cannot be built (its control number
+		// not taken) fails the ingest, which records nothing and is
+		// tried again, rather than the file being recorded unanswered.
+		x, err := ack.BuildTA1Unreadable(ctx, opts.Ack.Us, opts.Ack.Them, cn, opts.Ack)
+		if err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
 		es, err := effects(process.Effect{Kind: process.KindAckTA1, Key: "ta1:" + summary.Key,
 			OrderingKey: "acks:" + opts.Ack.Them.Qualifier + ":" + opts.Ack.Them.ID,
 			Payload: mustJSON(process.AckEvent{Answers: summary.Key,

@@ -19,6 +19,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
+	"github.com/ediwatch/ediwatch/internal/x12/ack"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
@@ -364,6 +365,59 @@ func TestRegeneratedRemittanceOnAnotherDayIsBusinessDuplicate(t *testing.T) {
 		}
 		if c, _ := s.Counts(context.Background()); c.Sightings["effect_conflict"] != 0 {
 			t.Errorf("counts %+v, want no conflict", c)
+		}
+	})
+}
+
+// failingNumbers fails its first fail control number requests.
+type failingNumbers struct {
+	store.Store
+	fail int
+}
+
+func (f *failingNumbers) NextControlNumber(ctx context.Context, sender string) (int64, error) {
+	if f.fail > 0 {
+		f.fail--
+		return 0, fmt.Errorf("control number: %w", context.DeadlineExceeded)
+	}
+	return f.Store.NextControlNumber(ctx, sender)
+}
+
+// TestUnreadableFileUnansweredIsNotRecorded: a file that is not X12, from
+// a source whose ids are configured, is answered with a TA1 (022). When
+// the TA1's control number cannot be taken, the ingest fails and records
+// nothing, so the next attempt records the rejection with its TA1; before,
+// the file was recorded rejected without its TA1, and every later arrival
+// of it was a duplicate: the partner was never answered.
+func TestUnreadableFileUnansweredIsNotRecorded(t *testing.T) {
+	eachStore(t, func(t *testing.T, s store.Store) {
+		ctx := context.Background()
+		data := storetest.Fixture(t, "not_x12_text.txt")
+		opts := storetest.Options(t, s)
+		opts.Ack = ack.Options{Us: ack.Party{Qualifier: "ZZ", ID: "RIVERSIDE"},
+			Them: ack.Party{Qualifier: "ZZ", ID: "ACMEHP"}}
+		info := inbox.FileInfo{Source: "test", Path: "note.txt", Size: int64(len(data)), MTime: t0,
+			SHA256: "sha-note", CorrelationID: "corr-note", Now: t0}
+		opts.Store = &failingNumbers{Store: s, fail: 1}
+		if _, err := inbox.Ingest(ctx, opts, info, bytes.NewReader(data)); err == nil {
+			t.Fatal("ingested without its TA1")
+		}
+		if c, err := s.Counts(ctx); err != nil || len(c.Inbox)+len(c.Outbox)+len(c.Files) != 0 {
+			t.Fatalf("a failed ingest recorded %+v (%v)", c, err)
+		}
+		r, err := inbox.Ingest(ctx, opts, info, bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count(inbox.Rejected) != 1 || len(r.AckKeys) != 1 || !strings.HasPrefix(r.AckKeys[0], "ta1:sha256:") {
+			t.Errorf("again: %+v, acknowledgments %v", r.Sets, r.AckKeys)
+		}
+		// Without the ids there is no TA1 to send, and nothing fails.
+		opts.Ack = ack.Options{}
+		opts.Store = &failingNumbers{Store: s, fail: 1}
+		info.Path, info.CorrelationID = "note2.txt", "corr-note2"
+		if r, err := inbox.Ingest(ctx, opts, info, bytes.NewReader(data)); err != nil || len(r.AckKeys) != 0 {
+			t.Errorf("without ids: %v, acknowledgments %v", err, r)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/config"
 	"github.com/ediwatch/ediwatch/internal/inbox"
@@ -326,5 +328,54 @@ func TestIngestReadsTheFileAsItWasWhenOpened(t *testing.T) {
 	rows.Close()
 	if want := fmt.Sprintf("%x", sha256.Sum256(first.Bytes())); len(sums) != 1 || sums[0] != want {
 		t.Errorf("file_sha256 %q, want [%s]", sums, want)
+	}
+}
+
+// TestARunningReplicaStopsWhenTheSchemaTurnsNewer: a daemon watches the
+// store's schema (watchSchema): once another replica migrates it past
+// what this build knows, the watch returns the same refusal a command
+// gets at its start (exit 2, naming both versions), which stops the
+// daemon; until then it runs on, through a check that merely fails.
+func TestARunningReplicaStopsWhenTheSchemaTurnsNewer(t *testing.T) {
+	ctx := context.Background()
+	dbPath := filepath.Join(t.TempDir(), "e.db")
+	st, err := openStore(ctx, config.Store{Driver: "sqlite", DSN: "file:" + dbPath, Migrate: true}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	done := make(chan error, 1)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { done <- watchSchema(wctx, "sqlite", st, 20*time.Millisecond, zap.NewNop()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the watch stopped on the schema it knows: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	db, err := sql.Open("sqlite", "file:"+dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var exit *exitError
+		if !errors.As(err, &exit) || exit.code != 2 || !strings.Contains(err.Error(), "9999") {
+			t.Errorf("the watch returned %v, want exit 2 naming 9999", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a schema newer than this build knows went unnoticed")
+	}
+	cfg := config.Config{Sources: []config.Source{{PollInterval: config.Duration(5 * time.Second)},
+		{PollInterval: config.Duration(time.Hour)}}}
+	if got := schemaCheckEvery(cfg); got != 5*time.Second {
+		t.Errorf("checked every %v with a source polled every 5s", got)
+	}
+	if got := schemaCheckEvery(config.Config{}); got != 30*time.Second {
+		t.Errorf("checked every %v without sources", got)
 	}
 }

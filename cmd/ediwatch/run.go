@@ -235,6 +235,9 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		silence.Expect[src.Name] = src.ExpectEvery.D()
 	}
 	g.Go(func() error { return silence.Run(gctx) })
+	g.Go(func() error {
+		return watchSchema(gctx, cfg.Store.Driver, st, schemaCheckEvery(cfg), log.Named("schema"))
+	})
 	log.Info("ediwatch started", zap.String("store", cfg.Store.Driver), zap.Int("sources", len(cfg.Sources)),
 		zap.Int("sinks", len(cfg.Sinks)), zap.String("http", d.addr.String()))
 	if ready != nil {

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/config"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -69,6 +73,48 @@ func checkSchema(ctx context.Context, driver string, s store.Store) error {
 			"knows (%d): another replica or `ediwatch migrate` of a newer version migrated it; run that version", driver, have, known)}
 	}
 	return nil
+}
+
+// watchSchema checks the store's schema every interval until ctx ends, and
+// returns checkSchema's refusal once the schema is newer than this build
+// knows: a replica still running an older build stops, loudly, when
+// another replica (or `ediwatch migrate` of a newer version) migrates the
+// database under it, instead of going on reading and writing it as the
+// schema it knows. A check that fails otherwise (the database unreachable
+// for a moment) is logged and tried again at the next interval.
+func watchSchema(ctx context.Context, driver string, s store.Store, every time.Duration, log *zap.Logger) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		err := checkSchema(ctx, driver, s)
+		var exit *exitError
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.As(err, &exit):
+			log.Error("stopping: the store's schema changed under this replica", zap.Error(err))
+			return err
+		default:
+			log.Warn("schema check failed; trying again", zap.Error(err), zap.Duration("retry_in", every))
+		}
+	}
+}
+
+// schemaCheckEvery is how often a running daemon checks the store's schema
+// (watchSchema): every 30 s, or as often as its most frequent poll, so no
+// poll ingests much against a schema migrated under it.
+func schemaCheckEvery(cfg config.Config) time.Duration {
+	every := 30 * time.Second
+	for _, src := range cfg.Sources {
+		if d := src.PollInterval.D(); d > 0 && d < every {
+			every = d
+		}
+	}
+	return every
 }
 
 func loadConfig(path string) (config.Config, error) {

@@ -76,12 +76,8 @@ func TestGolden(t *testing.T) {
 
 func setHashes(f *File) []string {
 	var out []string
-	for _, ix := range f.Interchanges {
-		for _, g := range ix.Groups {
-			for _, s := range g.Sets {
-				out = append(out, s.HashHex())
-			}
-		}
+	for s := range f.Sets() {
+		out = append(out, s.HashHex())
 	}
 	return out
 }

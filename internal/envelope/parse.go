@@ -2,6 +2,7 @@ package envelope
 
 import (
 	"io"
+	"iter"
 	"slices"
 )
 
@@ -99,6 +100,22 @@ func (f *File) Keys() []string {
 		}
 	}
 	return keys
+}
+
+// Sets yields every transaction set of the file's interchanges and groups,
+// in file order.
+func (f *File) Sets() iter.Seq[*Set] {
+	return func(yield func(*Set) bool) {
+		for _, ix := range f.Interchanges {
+			for _, g := range ix.Groups {
+				for _, s := range g.Sets {
+					if !yield(s) {
+						return
+					}
+				}
+			}
+		}
+	}
 }
 
 // AllErrors returns every error in the file, at every level, in file order.

@@ -406,12 +406,8 @@ const claimChunk = 2000
 // lookupFrom sets. The caller calls close once done asking.
 func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) *claims {
 	var keys []string
-	for _, ix := range f.Interchanges {
-		for _, g := range ix.Groups {
-			for _, s := range g.Sets {
-				keys = append(keys, s.Key)
-			}
-		}
+	for s := range f.Sets() {
+		keys = append(keys, s.Key)
 	}
 	if len(keys) < lookupFrom {
 		return nil

@@ -362,12 +362,8 @@ func setHashes(t *testing.T, data []byte) []string {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, ix := range f.Interchanges {
-		for _, g := range ix.Groups {
-			for _, s := range g.Sets {
-				out = append(out, s.HashHex())
-			}
-		}
+	for s := range f.Sets() {
+		out = append(out, s.HashHex())
 	}
 	return out
 }

@@ -401,3 +401,33 @@ func TestWriterRoundTrip(t *testing.T) {
 		t.Errorf("wrote %q", got)
 	}
 }
+
+// TestNormalSaysASetReadsAsItsNormalForm: Set.Normal is true exactly when
+// every segment of the set was in normal form as read, delimiters and line
+// breaks aside (the reader drops a segment's line breaks before it hands
+// the segment on): the canonical file, CR LF between segments, other
+// terminators and delimiters, a BOM and whitespace between segments,
+// segments wrapped across lines; not padded elements, which hash as the
+// canonical file does but are read otherwise. The fast path and the
+// general one agree.
+func TestNormalSaysASetReadsAsItsNormalForm(t *testing.T) {
+	for name, want := range map[string]bool{
+		"835_canonical.x12": true, "835_crlf.x12": true, "835_newline_terminator.x12": true,
+		"835_exotic_delimiters.x12": true, "835_stripped_isa.x12": true, "835_bom_whitespace.x12": true,
+		"835_wrapped80.x12": true, "835_padded.x12": false,
+	} {
+		for _, trace := range []func(Segment){nil, func(Segment) {}} {
+			f, _ := parseFile(t, name, Options{Trace: trace})
+			n := 0
+			for s := range f.Sets() {
+				n++
+				if s.Normal != want {
+					t.Errorf("%s (traced %v): set %s Normal %v, want %v", name, trace != nil, s.ControlNumber, s.Normal, want)
+				}
+			}
+			if n == 0 {
+				t.Errorf("%s: no set", name)
+			}
+		}
+	}
+}

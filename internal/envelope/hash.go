@@ -31,6 +31,9 @@ type setHasher struct {
 	// translation is not normal); trFor is the d it was made for.
 	tr    [256]byte
 	trFor Delimiters
+	// normal: every segment of the set so far was in normal form as read
+	// (in other delimiters, once translated to the canonical ones).
+	normal bool
 }
 
 const hashChunk = 64 << 10
@@ -59,6 +62,7 @@ func (s *setHasher) reset(d Delimiters) {
 		}
 	}
 	s.out = s.out[:0]
+	s.normal = true
 }
 
 // add takes one raw segment (no terminator).
@@ -72,7 +76,9 @@ func (s *setHasher) addChecked(raw []byte, trig bool) {
 		s.canonical && (!s.noRep || bytes.IndexByte(raw, '^') < 0) && isNormalized(raw):
 		s.out = append(s.out, raw...)
 	case s.canonical:
+		start := len(s.out)
 		s.out = appendNormalized(s.out, raw, s.d)
+		s.normal = s.normal && sameSansBreaks(raw, s.out[start:], nil)
 	default:
 		// Other delimiters: translated byte for byte to the canonical
 		// ones, the segment is in normal form when its translation is
@@ -85,6 +91,7 @@ func (s *setHasher) addChecked(raw []byte, trig bool) {
 		}
 		if (hasTrigger(t) || n > 0 && t[n-1] == '*') && !isNormalized(t) {
 			s.out = appendNormalized(s.out[:start], raw, s.d)
+			s.normal = s.normal && sameSansBreaks(raw, s.out[start:], &s.tr)
 		}
 	}
 	s.out = append(s.out, '~')
@@ -92,6 +99,27 @@ func (s *setHasher) addChecked(raw []byte, trig bool) {
 		s.h.Write(s.out)
 		s.out = s.out[:0]
 	}
+}
+
+// sameSansBreaks reports whether raw, its bytes mapped by tr (nil: as
+// they are) and its CR and LF dropped, is norm: whether normalising raw
+// did no more than drop the line breaks, which the reader drops from the
+// segments it hands on too.
+func sameSansBreaks(raw, norm []byte, tr *[256]byte) bool {
+	j := 0
+	for _, c := range raw {
+		if c == '\r' || c == '\n' {
+			continue
+		}
+		if tr != nil {
+			c = tr[c]
+		}
+		if j >= len(norm) || norm[j] != c {
+			return false
+		}
+		j++
+	}
+	return j == len(norm)
 }
 
 func (s *setHasher) sum(dst *[32]byte) {

@@ -176,6 +176,11 @@ type Set struct {
 	// ContentHash is SHA-256 over the set's normalised segments, ST to SE;
 	// zero when the Reader's Options.NoContentHash is set.
 	ContentHash [32]byte
+	// Normal says every segment of the set was in normal form as read
+	// (delimiters aside): the content hash covers the segments as they
+	// are, so two Normal sets of one content hash read alike, element for
+	// element. Set with ContentHash.
+	Normal bool
 	// SegmentCount is the number of segments read, ST and SE included.
 	SegmentCount int
 	// Errors are the set-level errors (reported in IK5, IK3).
@@ -1334,6 +1339,7 @@ func (r *Reader) endSet(trailer bool) Kind {
 	}
 	if !r.opts.NoContentHash {
 		r.hs.sum(&s.ContentHash)
+		s.Normal = r.hs.normal
 	}
 	if r.opts.KeepSegments {
 		// Segments are valid until the next Next: one slice serves every set.

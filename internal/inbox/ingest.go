@@ -454,7 +454,8 @@ func (c *claims) close() {
 
 // ask answers for the next set of the file, which process.File asks about
 // once, in file order, once the set is read (Config.NoEffects): claimed,
-// and claimed by a clean set of the same content hash.
+// and claimed by a clean set of the same content hash while Normal itself
+// (see process.ClaimedClean).
 func (c *claims) ask(s *envelope.Set) process.Known {
 	i := c.next
 	c.next++
@@ -465,7 +466,7 @@ func (c *claims) ask(s *envelope.Set) process.Known {
 		c.last = c.claimed[i] && c.keys[i] == maphash.String(c.seed, s.Key)
 		if c.last {
 			known = process.Claimed
-			if c.clean[i] != 0 && c.clean[i] == maphash.String(c.seed, s.HashHex()) {
+			if s.Normal && c.clean[i] != 0 && c.clean[i] == maphash.String(c.seed, s.HashHex()) {
 				known = process.ClaimedClean
 			}
 		}

@@ -179,7 +179,7 @@ func TestCleanClaimedSetsAreNotRead(t *testing.T) {
 			if clean != nil {
 				cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
 					return func(s *envelope.Set) Known {
-						if clean[s.HashHex()] {
+						if clean[s.HashHex()] && s.Normal {
 							return ClaimedClean
 						}
 						return Claimed
@@ -242,5 +242,68 @@ func TestCleanClaimedSetsAreNotRead(t *testing.T) {
 		if kinds[k] == 0 {
 			t.Errorf("no fixture has a %s set: %v", k, kinds)
 		}
+	}
+}
+
+// TestCleanClaimedSetsOfAnotherFormAreRead: the content hash covers a
+// set's normal form, so a set sent again in another form (a trailing ':'
+// after the date before every service line: "20261101:" is no date) has
+// the content hash of the clean original, but reads otherwise. Only a
+// Normal set is taken for its clean original (ClaimedClean); the variant
+// is read, and acknowledged as reading it in full acknowledges it.
+func TestCleanClaimedSetsOfAnotherFormAreRead(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := (x12gen.Remit{SetsPerGroup: 3, ClaimsPerSet: 2}).Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	normal := buf.Bytes()
+	variant := bytes.ReplaceAll(normal, []byte("~SVC"), []byte(":~SVC"))
+	process := func(data []byte, clean map[string]bool) ([]*Set, []Effect) {
+		cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
+		if clean != nil {
+			cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+				return func(s *envelope.Set) Known {
+					if clean[s.HashHex()] && s.Normal {
+						return ClaimedClean
+					}
+					return Claimed
+				}, nil
+			}
+		}
+		var sets []*Set
+		var acks []Effect
+		if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
+			if it.Set != nil {
+				set := *it.Set
+				sets = append(sets, &set)
+			}
+			if it.Ack != nil {
+				acks = append(acks, *it.Ack)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return sets, acks
+	}
+	originals, _ := process(normal, nil)
+	clean := map[string]bool{}
+	for _, s := range originals {
+		if !s.Clean() {
+			t.Fatalf("generated set %s not clean", s.Key)
+		}
+		clean[s.ContentHash] = true
+	}
+	read, readAcks := process(variant, nil)
+	marked, markedAcks := process(variant, clean)
+	for i, s := range marked {
+		if s.ContentHash != originals[i].ContentHash || s.Normal || s.Payment == nil || len(s.Problems) == 0 ||
+			!reflect.DeepEqual(s.Problems, read[i].Problems) {
+			t.Errorf("variant set %d: hash %s (original %s), normal %v, read %v, %d problems",
+				i, s.ContentHash, originals[i].ContentHash, s.Normal, s.Payment != nil, len(s.Problems))
+		}
+	}
+	if !reflect.DeepEqual(readAcks, markedAcks) {
+		t.Errorf("the variant's acknowledgments differ when its originals are clean:\n%+v\n%+v", readAcks, markedAcks)
 	}
 }

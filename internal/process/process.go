@@ -87,7 +87,10 @@ type Set struct {
 	ContentHash   string
 	Type          string
 	ControlNumber string
-	Status        Status
+	// Normal: the set's segments were in normal form as read
+	// (envelope.Set.Normal).
+	Normal bool
+	Status Status
 	// Reason says why a set was rejected, without patient data.
 	Reason string
 	// Errors are the set's envelope errors; Problems its content errors.
@@ -177,18 +180,22 @@ const (
 	// a parser reused from set to set.
 	Claimed
 	// ClaimedClean: claimed by a set of the same content hash that was
-	// Clean: the same content is as clean, so its document is not read at
+	// Clean, and Normal itself: its segments are then those of that set,
+	// element for element, and as clean, so its document is not read at
 	// all (no Payment, Claims or problems: it has none to show), and it
 	// gets no effects. Its status, errors and acknowledgments are those
-	// of processing in full.
+	// of processing in full. (The content hash covers the normal form: a
+	// set that is not Normal may read otherwise than its normal form,
+	// "20261101:" is no date, so it is read.)
 	ClaimedClean
 )
 
 // Clean reports whether nothing of s but its envelope shows in its
-// group's 999 or its report: processed, its document read without a
-// single problem and, for a payment, balanced.
+// group's 999 or its report, and whether any Normal set of its content
+// hash reads as it does: processed, its document read without a single
+// problem and, for a payment, balanced, its segments Normal.
 func (s *Set) Clean() bool {
-	return s.Status == Processed && len(s.Problems) == 0 && len(s.Errors) == 0 &&
+	return s.Normal && s.Status == Processed && len(s.Problems) == 0 && len(s.Errors) == 0 &&
 		(s.Payment == nil || s.Payment.Balance.Balanced)
 }
 
@@ -374,7 +381,7 @@ type parsers struct {
 func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 	verdictIX *envelope.Interchange, verdictG *envelope.Group, known Known, reuse *parsers) (*Set, ack.SetResult) {
 	out := &Set{Key: s.Key, ContentHash: s.HashHex(), Type: s.Type, ControlNumber: s.ControlNumber,
-		Status: Processed, Errors: s.Errors}
+		Normal: s.Normal, Status: Processed, Errors: s.Errors}
 	segs := s.Segments()
 	noEffects := known != Unknown
 	switch {

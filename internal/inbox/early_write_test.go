@@ -77,40 +77,6 @@ func TestConcurrentEarlyWritesWithLookupsOnASmallPool(t *testing.T) {
 	}
 }
 
-// cancelInLookup cancels its ingest once the write has begun, while the
-// claim lookup's second chunk is held.
-type cancelInLookup struct {
-	store.Store
-	cancel  context.CancelFunc
-	begun   chan struct{}
-	once    sync.Once
-	lookups int
-	mu      sync.Mutex
-}
-
-func (l *cancelInLookup) ClaimedKeys(ctx context.Context, keys []string) (map[string]inbox.Claim, error) {
-	l.mu.Lock()
-	l.lookups++
-	n := l.lookups
-	l.mu.Unlock()
-	if n > 1 {
-		select {
-		case <-l.begun:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		l.cancel()
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	return l.Store.ClaimedKeys(ctx, keys)
-}
-
-func (l *cancelInLookup) BeginIngest(ctx context.Context, f inbox.FileInfo) (inbox.Ingestion, error) {
-	l.once.Do(func() { close(l.begun) })
-	return l.Store.BeginIngest(ctx, f)
-}
-
 // TestCancelDuringTheLookupOfAnEarlyWrite: an ingest cancelled while its
 // claim lookup runs and its write, begun at the first record, waits for
 // the parse, returns the cancellation, records nothing and leaves no
@@ -133,7 +99,7 @@ func TestCancelDuringTheLookupOfAnEarlyWrite(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			ctx, stop := context.WithCancel(ctx)
-			l := &cancelInLookup{Store: s, cancel: stop, begun: make(chan struct{})}
+			l := &lookupAfterWrite{Store: s, cancel: stop, begun: make(chan struct{})}
 			if _, err := ingestWith(ctx, l, 1, "again", bytes.NewReader(b.Bytes()), b.Len()); err == nil || !errors.Is(err, context.Canceled) {
 				t.Fatalf("cancelled ingest: %v", err)
 			}

@@ -243,12 +243,14 @@ func oneConnection(t *testing.T) *sqlite.Store {
 }
 
 // lookupAfterWrite holds every claim lookup after the first until its
-// file's ingestion has begun (or a minute has passed: then it fails).
+// file's ingestion has begun (or a minute has passed: then it fails);
+// with cancel set, it then cancels the ingest instead of answering.
 type lookupAfterWrite struct {
 	store.Store
 	lookups atomic.Int32
 	begun   chan struct{}
 	once    sync.Once
+	cancel  context.CancelFunc
 }
 
 func (l *lookupAfterWrite) ClaimedKeys(ctx context.Context, keys []string) (map[string]inbox.Claim, error) {
@@ -258,6 +260,11 @@ func (l *lookupAfterWrite) ClaimedKeys(ctx context.Context, keys []string) (map[
 		case <-time.After(time.Minute):
 			return nil, errors.New("the write never began while the lookup ran")
 		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if l.cancel != nil {
+			l.cancel()
+			<-ctx.Done()
 			return nil, ctx.Err()
 		}
 	}

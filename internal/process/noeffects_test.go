@@ -174,35 +174,7 @@ func TestCleanClaimedSetsAreNotRead(t *testing.T) {
 	}
 	kinds := map[string]int{}
 	for name, data := range inputs {
-		process := func(clean map[string]bool) ([]*Set, []Effect) {
-			cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
-			if clean != nil {
-				cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
-					return func(s *envelope.Set) Known {
-						if clean[s.HashHex()] && s.Normal {
-							return ClaimedClean
-						}
-						return Claimed
-					}, nil
-				}
-			}
-			var sets []*Set
-			var acks []Effect
-			if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
-				if it.Set != nil {
-					set := *it.Set
-					sets = append(sets, &set)
-				}
-				if it.Ack != nil {
-					acks = append(acks, *it.Ack)
-				}
-				return nil
-			}); err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			return sets, acks
-		}
-		full, fullAcks := process(nil)
+		full, fullAcks := processMarked(t, data, nil)
 		clean := map[string]bool{}
 		for _, s := range full {
 			if s.Clean() && (s.Payment != nil || s.Claims != nil) {
@@ -219,7 +191,7 @@ func TestCleanClaimedSetsAreNotRead(t *testing.T) {
 				kinds["unbalanced"]++
 			}
 		}
-		marked, markedAcks := process(clean)
+		marked, markedAcks := processMarked(t, data, clean)
 		if !reflect.DeepEqual(fullAcks, markedAcks) {
 			t.Errorf("%s: acknowledgments differ:\n%+v\n%+v", name, fullAcks, markedAcks)
 		}
@@ -258,35 +230,7 @@ func TestCleanClaimedSetsOfAnotherFormAreRead(t *testing.T) {
 	}
 	normal := buf.Bytes()
 	variant := bytes.ReplaceAll(normal, []byte("~SVC"), []byte(":~SVC"))
-	process := func(data []byte, clean map[string]bool) ([]*Set, []Effect) {
-		cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
-		if clean != nil {
-			cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
-				return func(s *envelope.Set) Known {
-					if clean[s.HashHex()] && s.Normal {
-						return ClaimedClean
-					}
-					return Claimed
-				}, nil
-			}
-		}
-		var sets []*Set
-		var acks []Effect
-		if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
-			if it.Set != nil {
-				set := *it.Set
-				sets = append(sets, &set)
-			}
-			if it.Ack != nil {
-				acks = append(acks, *it.Ack)
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return sets, acks
-	}
-	originals, _ := process(normal, nil)
+	originals, _ := processMarked(t, normal, nil)
 	clean := map[string]bool{}
 	for _, s := range originals {
 		if !s.Clean() {
@@ -294,8 +238,8 @@ func TestCleanClaimedSetsOfAnotherFormAreRead(t *testing.T) {
 		}
 		clean[s.ContentHash] = true
 	}
-	read, readAcks := process(variant, nil)
-	marked, markedAcks := process(variant, clean)
+	read, readAcks := processMarked(t, variant, nil)
+	marked, markedAcks := processMarked(t, variant, clean)
 	for i, s := range marked {
 		if s.ContentHash != originals[i].ContentHash || s.Normal || s.Payment == nil || len(s.Problems) == 0 ||
 			!reflect.DeepEqual(s.Problems, read[i].Problems) {
@@ -306,4 +250,39 @@ func TestCleanClaimedSetsOfAnotherFormAreRead(t *testing.T) {
 	if !reflect.DeepEqual(readAcks, markedAcks) {
 		t.Errorf("the variant's acknowledgments differ when its originals are clean:\n%+v\n%+v", readAcks, markedAcks)
 	}
+}
+
+// processMarked processes data as an ingest does whose claim lookup found
+// every set claimed, the sets of the content hashes in clean by clean
+// sets (nil: no lookup); a set is taken for its clean original as the
+// ingest takes it (inbox's claims.ask): when Normal. It returns every set
+// and acknowledgment.
+func processMarked(t *testing.T, data []byte, clean map[string]bool) ([]*Set, []Effect) {
+	t.Helper()
+	cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
+	if clean != nil {
+		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+			return func(s *envelope.Set) Known {
+				if clean[s.HashHex()] && s.Normal {
+					return ClaimedClean
+				}
+				return Claimed
+			}, nil
+		}
+	}
+	var sets []*Set
+	var acks []Effect
+	if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
+		if it.Set != nil {
+			set := *it.Set
+			sets = append(sets, &set)
+		}
+		if it.Ack != nil {
+			acks = append(acks, *it.Ack)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return sets, acks
 }

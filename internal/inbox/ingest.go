@@ -413,7 +413,8 @@ func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) *cl
 		return nil
 	}
 	c := &claims{seed: maphash.MakeSeed(), keys: make([]uint64, len(keys)), claimed: make([]bool, len(keys)),
-		clean: make([]uint64, len(keys)), ready: make([]chan struct{}, (len(keys)+claimChunk-1)/claimChunk), done: make(chan struct{})}
+		clean: make([]uint64, len(keys)), ready: make([]chan struct{}, (len(keys)+claimChunk-1)/claimChunk),
+		done: make(chan struct{})}
 	for i, k := range keys {
 		c.keys[i] = maphash.String(c.seed, k)
 	}

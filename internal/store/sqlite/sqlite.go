@@ -59,7 +59,7 @@ type Options struct {
 // write, its commit and the checkpoint after it move every page written
 // by the hundred thousand (twice per page into the WAL, twice again at
 // commit): half the pages, half the calls. PostgreSQL's page is 8 KiB
-// too. Measured in the README (Performance).
+// too. Measured in the README (Store).
 const PageSize = 8192
 
 // DefaultMaxConns is the pool size when Options.MaxConns is not set.

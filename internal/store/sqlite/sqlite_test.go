@@ -248,6 +248,38 @@ func TestPageSizeOfNewDatabasesOnly(t *testing.T) {
 	}
 }
 
+// TestSideConnectionKeepsASmallPageCache: the side connection, which
+// only probes keys for a parse, keeps a page cache of sideCacheKiB, the
+// pool SQLite's default; a dsn that sets one sets it for both.
+func TestSideConnectionKeepsASmallPageCache(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cacheSize := func(db *sql.DB) int {
+		t.Helper()
+		var n int
+		if err := db.QueryRowContext(ctx, "PRAGMA cache_size").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	s, err := Open(ctx, filepath.Join(dir, "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if side, pool := cacheSize(s.side), cacheSize(s.db); side != -sideCacheKiB || pool != -2000 {
+		t.Errorf("page cache: side %d, pool %d; want %d and SQLite's -2000", side, pool, -sideCacheKiB)
+	}
+	asked, err := Open(ctx, "file:"+filepath.Join(dir, "b.db")+"?_pragma=cache_size(-4000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer asked.Close()
+	if side, pool := cacheSize(asked.side), cacheSize(asked.db); side != -4000 || pool != -4000 {
+		t.Errorf("page cache the dsn asks for: side %d, pool %d; want -4000 for both", side, pool)
+	}
+}
+
 // TestPayloadsArePackedAndRowsStoredBeforeStillRead: an effect's payload is
 // stored packed (outbox.PackPayload: a large remittance's rows in a
 // fraction of the bytes), every reader gets the JSON back, and a row

@@ -454,7 +454,7 @@ func (c *claims) close() {
 }
 
 // ask answers for the next set of the file, which process.File asks about
-// once, in file order, once the set is read (Config.NoEffects): claimed,
+// once, in file order, once the set is read (Config.Claims): claimed,
 // and claimed by a clean set of the same content hash while Normal itself
 // (see process.ClaimedClean).
 func (c *claims) ask(s *envelope.Set) process.Known {
@@ -514,7 +514,7 @@ func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSe
 	var claimed *claims
 	var types process.Repeated
 	if lookup != nil {
-		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) process.Known, error) {
+		cfg.Claims = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) process.Known, error) {
 			if claimed = lookUpClaims(ctx, lookup, f); claimed == nil {
 				return nil, nil
 			}

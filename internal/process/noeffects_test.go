@@ -16,7 +16,7 @@ import (
 )
 
 // TestNoEffectsChangesNothingElse: sets an ingest already knows to be
-// claimed (Config.NoEffects) get no effects, and nothing else changes:
+// claimed (Config.Claims) get no effects, and nothing else changes:
 // every set's status, reason, errors, problems and document, and every
 // acknowledgment (its key carries the verdict of the group, which depends
 // on the sets' content problems) are those of processing with effects.
@@ -36,7 +36,7 @@ func TestNoEffectsChangesNothingElse(t *testing.T) {
 		process := func(noEffects bool) ([]*Set, [][]byte, []Effect) {
 			cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 			if noEffects {
-				cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+				cfg.Claims = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
 					return func(*envelope.Set) Known { return Claimed }, nil
 				}
 			}
@@ -99,7 +99,7 @@ func TestNoEffectsChangesNothingElse(t *testing.T) {
 // marked set, read by a parser reused for the next set, are what its
 // group's 999 reports when the group ends: a bad amount in the first set
 // and a bad date in the second of a three-set group give the same 999
-// (their IK4 values included) with and without NoEffects.
+// (their IK4 values included) with and without Claims.
 func TestNoEffectsKeepsProblemsPastTheParsersNextSet(t *testing.T) {
 	var buf bytes.Buffer
 	if _, err := (x12gen.Remit{SetsPerGroup: 3, ClaimsPerSet: 2}).Write(&buf); err != nil {
@@ -110,7 +110,7 @@ func TestNoEffectsKeepsProblemsPastTheParsersNextSet(t *testing.T) {
 	acks := func(noEffects bool) []Effect {
 		cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 		if noEffects {
-			cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+			cfg.Claims = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
 				return func(*envelope.Set) Known { return Claimed }, nil
 			}
 		}
@@ -261,7 +261,7 @@ func processMarked(t *testing.T, data []byte, clean map[string]bool) ([]*Set, []
 	t.Helper()
 	cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 	if clean != nil {
-		cfg.NoEffects = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+		cfg.Claims = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
 			return func(s *envelope.Set) Known {
 				if clean[s.HashHex()] && s.Normal {
 					return ClaimedClean

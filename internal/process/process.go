@@ -155,19 +155,20 @@ type Config struct {
 	NoAcks bool
 	// Envelope options for the reader (KeepSegments is always set).
 	Envelope envelope.Options
-	// NoEffects, when set, is called once after the envelope pass with the
+	// Claims, when set, says which sets are claimed already (an ingest's
+	// lookup). It is called once after the envelope pass with the
 	// file's envelope tree. The function it returns (nil: none) is called
 	// once for each set, in file order, once the set is read and just
 	// before it is processed and emitted; see Known for what its answers
 	// change.
-	NoEffects func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) Known, error)
+	Claims func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) Known, error)
 	// Originals, when set, names what ediwatch received before that a
 	// received acknowledgment answers (see Originals); nil: nothing is
 	// looked up.
 	Originals Originals
 }
 
-// Known is what the caller of File knows of a set (Config.NoEffects).
+// Known is what the caller of File knows of a set (Config.Claims).
 type Known uint8
 
 const (
@@ -226,8 +227,8 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 		return summary, nil
 	}
 	var known func(s *envelope.Set) Known
-	if cfg.NoEffects != nil {
-		if known, err = cfg.NoEffects(ctx, summary); err != nil {
+	if cfg.Claims != nil {
+		if known, err = cfg.Claims(ctx, summary); err != nil {
 			return nil, err
 		}
 	}
@@ -371,7 +372,7 @@ func onlyAcks(ix *envelope.Interchange) bool {
 }
 
 // parsers are the document parsers process.File reuses from set to set for
-// the sets NoEffects marks: their documents are read only for the
+// the sets Claims marks: their documents are read only for the
 // problems (which decide the group's 999) and are consumed by emit.
 type parsers struct {
 	remit remit.Parser

@@ -34,7 +34,7 @@ func shownKey(key string) string {
 			return key
 		}
 	}
-	kind, _, _ := strings.Cut(strings.TrimPrefix(key, "@"), ":")
+	kind, _, _ := strings.Cut(key, ":")
 	return sink.LogKey(kind+".key", key)
 }
 

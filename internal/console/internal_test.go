@@ -18,7 +18,9 @@ func TestKeysThatMayNameAPatientAreDigested(t *testing.T) {
 		{"conflict", "x12:P:ZZ:ACMEHP:ZZ:RIVERSIDE:000000011:ACMEHP:RIVERSIDE:11:835:0001", "x12:P:ZZ:ACMEHP"},
 		{"effect_conflict", "payment:1512345678:EFT1", "payment:1512345678:EFT1"},
 		{"effect_conflict", "claim:RIVERSIDE:ACMEHP:PCN0042:1", "claim.key:sha256:"},
-		{"business_duplicate", "@audit:claim:RIVERSIDE:ACMEHP:PCN0042:1", "audit.key:sha256:"},
+		// A sighting recorded before migration 0014 may name a further
+		// sink's row by its old "@SINK:" key: digested all the same.
+		{"business_duplicate", "@audit:claim:RIVERSIDE:ACMEHP:PCN0042:1", "@audit.key:sha256:"},
 		{"conflict", "sha256:0badc0ffee", "sha256:0badc0ffee"},
 	} {
 		got := shownKey(tc.key)

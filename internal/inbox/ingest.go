@@ -32,7 +32,9 @@ import (
 type Options struct {
 	Store Ingester
 	// Routes maps an effect kind to the sinks that deliver it: one outbox
-	// row per effect and sink (see SinkKey).
+	// row per effect and sink, each under the effect key (the outbox is
+	// keyed by effect key and sink, so the order of a route's sinks does
+	// not matter).
 	Routes map[string][]string
 	// Ack shapes acknowledgments (our ids, per source).
 	Ack ack.Options
@@ -509,7 +511,7 @@ func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSe
 	if o, ok := opts.Store.(AnswerLookup); ok {
 		// Outside the ingestion's transaction, like the claim lookup: an
 		// acknowledgment's original is named when it is there to be found.
-		cfg.Originals = answerKeys{o}
+		cfg.Originals = o
 	}
 	var claimed *claims
 	var types process.Repeated
@@ -705,7 +707,7 @@ func unrouted(e process.Effect, routes map[string][]string) bool {
 }
 
 // effects returns the outbox rows of e: one per sink of its route, each
-// under its SinkKey.
+// under e's key.
 func effects(e process.Effect, routes map[string][]string) ([]outbox.Effect, error) {
 	sinks := routes[e.Kind]
 	if len(sinks) == 0 {
@@ -713,25 +715,10 @@ func effects(e process.Effect, routes map[string][]string) ([]outbox.Effect, err
 	}
 	out := make([]outbox.Effect, len(sinks))
 	for i, sink := range sinks {
-		out[i] = outbox.Effect{Kind: e.Kind, Key: SinkKey(e.Key, i, sink), OrderingKey: e.OrderingKey, Sink: sink,
+		out[i] = outbox.Effect{Kind: e.Kind, Key: e.Key, OrderingKey: e.OrderingKey, Sink: sink,
 			Payload: e.Payload, Hash: e.Hash}
 	}
 	return out, nil
-}
-
-// SinkKey is outbox.SinkKey.
-func SinkKey(key string, i int, sink string) string { return outbox.SinkKey(key, i, sink) }
-
-// EffectKeyOf is outbox.EffectKeyOf.
-func EffectKeyOf(rowKey string) string { return outbox.EffectKeyOf(rowKey) }
-
-// answerKeys names a claim by its effect key whichever sink's row the
-// lookup found.
-type answerKeys struct{ AnswerLookup }
-
-func (a answerKeys) ClaimKey(ctx context.Context, orderingKey string) (string, error) {
-	k, err := a.AnswerLookup.ClaimKey(ctx, orderingKey)
-	return EffectKeyOf(k), err
 }
 
 func mustJSON(v any) json.RawMessage {

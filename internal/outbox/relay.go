@@ -46,11 +46,11 @@ type Deliverer interface {
 	Deliver(ctx context.Context, msg sink.Message, now time.Time) sink.Result
 }
 
-// Message is what a sink sends of row: the effect key without the
-// store's per-sink prefix (SinkKey), so one effect has one Idempotency-Key
-// at every sink it is routed to.
+// Message is what a sink sends of row. A row is one effect at one sink
+// (the outbox is keyed by effect key and sink), so one effect has one
+// Idempotency-Key, its effect key, at every sink it is routed to.
 func (row Row) Message() sink.Message {
-	return sink.Message{EffectKey: EffectKeyOf(row.EffectKey), Kind: row.Kind, CorrelationID: row.CorrelationID,
+	return sink.Message{EffectKey: row.EffectKey, Kind: row.Kind, CorrelationID: row.CorrelationID,
 		Payload: row.Payload, CreatedAt: row.CreatedAt}
 }
 

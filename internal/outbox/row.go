@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 )
 
@@ -19,7 +18,10 @@ var (
 	ErrNotFound  = errors.New("store: not found")
 )
 
-// Effect is an outbox row to insert.
+// Effect is an outbox row to insert: one effect at one sink. The outbox is
+// keyed by (Key, Sink): an effect routed to several sinks is a row per
+// sink under the same effect key, and a re-sent effect finds its row at
+// each sink whatever the order of the route that sends it there.
 type Effect struct {
 	Kind        string          `json:"kind"`
 	Key         string          `json:"key"`
@@ -32,8 +34,9 @@ type Effect struct {
 	// bytes, and packed outside the store's transaction.
 	Packed []byte `json:"-"`
 	// Hash is the SHA-256 (hex) of the effect's business content, without
-	// envelope keys or control numbers: an existing effect key with the
-	// same hash is a business duplicate, with another hash a conflict.
+	// envelope keys or control numbers: an existing row of the same key
+	// and sink with the same hash is a business duplicate, with another
+	// hash a conflict.
 	Hash string `json:"hash"`
 	// UnlessConflictIn, for an acknowledgment, is the key prefix of the
 	// sets it answers: it is not inserted when one of them was a key
@@ -41,7 +44,7 @@ type Effect struct {
 	UnlessConflictIn string `json:"-"`
 }
 
-// Row is one effect to deliver.
+// Row is one effect to deliver to one sink.
 type Row struct {
 	ID             int64
 	EffectKey      string
@@ -297,33 +300,4 @@ type DeadFilter struct {
 // IsZero reports whether f selects every dead row.
 func (f DeadFilter) IsZero() bool {
 	return len(f.IDs) == 0 && f.Sink == "" && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero()
-}
-
-// SinkKey is the effect key of the outbox row of an effect for the i-th
-// sink of its route (0 first). The first sink's row has the effect key
-// itself; each further sink's has it prefixed with "@SINK:", a prefix no
-// effect key begins with (they begin with their kind's word, and sink
-// names hold no colon). Effect keys are unique in the outbox, so each
-// (effect, sink) pair is one row: a re-sent effect finds its rows for
-// every sink by the same keys, as a business duplicate when its content
-// hash matches and a conflict when not, sink by sink; and each sink's
-// Idempotency-Key is stable across attempts. The prefix stays in the
-// store: a request carries the effect key itself (Row.Message), so every
-// sink's receiver sees the same Idempotency-Key for one effect.
-func SinkKey(key string, i int, sink string) string {
-	if i == 0 {
-		return key
-	}
-	return "@" + sink + ":" + key
-}
-
-// EffectKeyOf returns the effect key of an outbox row's key: the key
-// without SinkKey's "@SINK:" prefix.
-func EffectKeyOf(rowKey string) string {
-	if rest, ok := strings.CutPrefix(rowKey, "@"); ok {
-		if _, key, ok := strings.Cut(rest, ":"); ok {
-			return key
-		}
-	}
-	return rowKey
 }

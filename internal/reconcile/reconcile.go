@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -116,32 +115,42 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 			py.Unbalanced++
 		}
 	}
-	enqueued := map[string]bool{}
+	// A payment routed to several sinks has a row at each, all under its
+	// effect key: it is enqueued once, and delivered when every one of its
+	// rows is (dead and stuck rows are counted of every sink).
+	type effect struct {
+		payload   payload
+		delivered bool
+	}
+	enqueued := map[string]*effect{}
+	var order []string
 	for _, e := range f.Enqueued {
-		if inbox.EffectKeyOf(e.EffectKey) != e.EffectKey {
-			// A further sink's row of a payment (routes to several sinks):
-			// the payment is counted by its first sink's row; dead and
-			// stuck rows are counted of every sink.
+		if ef := enqueued[e.EffectKey]; ef != nil {
+			ef.delivered = ef.delivered && e.Status == outbox.StatusDelivered
 			continue
 		}
 		var p payload
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			continue
 		}
-		enqueued[e.EffectKey] = true
-		py := payer(p.PayerID)
+		enqueued[e.EffectKey] = &effect{payload: p, delivered: e.Status == outbox.StatusDelivered}
+		order = append(order, e.EffectKey)
+	}
+	for _, key := range order {
+		ef := enqueued[key]
+		py := payer(ef.payload.PayerID)
 		py.Enqueued++
-		py.EnqueuedAmount = py.EnqueuedAmount.Add(p.Amount)
-		if e.Status == outbox.StatusDelivered {
+		py.EnqueuedAmount = py.EnqueuedAmount.Add(ef.payload.Amount)
+		if ef.delivered {
 			py.Delivered++
-			py.DeliveredAmount = py.DeliveredAmount.Add(p.Amount)
+			py.DeliveredAmount = py.DeliveredAmount.Add(ef.payload.Amount)
 		}
-		if _, ok := parsed[e.EffectKey]; !ok {
-			py.UnknownEffects = append(py.UnknownEffects, e.EffectKey)
+		if _, ok := parsed[key]; !ok {
+			py.UnknownEffects = append(py.UnknownEffects, key)
 		}
 	}
 	for key, s := range parsed {
-		if !enqueued[key] {
+		if enqueued[key] == nil {
 			payer(s.PayerID).MissingEffects = append(payer(s.PayerID).MissingEffects, key)
 		}
 	}

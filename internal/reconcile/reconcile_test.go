@@ -71,8 +71,9 @@ func TestReconcile(t *testing.T) {
 }
 
 // TestReconcileCountsAPaymentOnTwoSinksOnce: a payment routed to two
-// sinks (two outbox rows) is one enqueued payment of its amount, and the
-// second sink's row is no unknown effect.
+// sinks (two outbox rows under its effect key) is one enqueued payment of
+// its amount, no unknown effect, and delivered once it is delivered at
+// both sinks.
 func TestReconcileCountsAPaymentOnTwoSinksOnce(t *testing.T) {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
@@ -87,18 +88,35 @@ func TestReconcileCountsAPaymentOnTwoSinksOnce(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 30, 0, 0, time.UTC)
 	r, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: routes}, inbox.FileInfo{Source: "test", Path: "a.835",
 		Size: int64(len(data)), MTime: now, SHA256: "sha-a", CorrelationID: "c", Now: now}, bytes.NewReader(data))
-	if err != nil || len(r.Sets[0].EffectKeys) != 2 {
+	if err != nil || len(r.Sets[0].EffectKeys) != 1 {
 		t.Fatalf("%+v, %v", r, err)
 	}
-	rep, err := Run(ctx, st, now.Add(-time.Hour), time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Payers) != 1 {
-		t.Fatalf("payers %+v", rep.Payers)
-	}
-	if p := rep.Payers[0]; rep.Divergent || p.Parsed != 1 || p.Enqueued != 1 || !p.EnqueuedAmount.Equal(p.ParsedAmount) ||
-		len(p.UnknownEffects) != 0 {
-		t.Errorf("payer %+v, reasons %v", p, rep.Reasons)
+	for _, sink := range []string{"", "ledger", "audit"} {
+		if sink != "" {
+			rows, err := st.Claim(ctx, now, []string{sink}, 10, time.Minute)
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("%s: claimed %d rows: %v", sink, len(rows), err)
+			}
+			if _, err := st.CompleteMany(ctx, []outbox.Completion{{ID: rows[0].ID, Token: rows[0].LeaseToken,
+				HTTPStatus: 200}}, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rep, err := Run(ctx, st, now.Add(-time.Hour), time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Payers) != 1 {
+			t.Fatalf("payers %+v", rep.Payers)
+		}
+		p := rep.Payers[0]
+		if rep.Divergent || p.Parsed != 1 || p.Enqueued != 1 || !p.EnqueuedAmount.Equal(p.ParsedAmount) ||
+			len(p.UnknownEffects) != 0 {
+			t.Errorf("after %q: payer %+v, reasons %v", sink, p, rep.Reasons)
+		}
+		if delivered := sink == "audit"; (p.Delivered == 1) != delivered ||
+			(delivered && !p.DeliveredAmount.Equal(p.ParsedAmount)) {
+			t.Errorf("delivered at %q and before: payer counts %d delivered (%s)", sink, p.Delivered, p.DeliveredAmount)
+		}
 	}
 }

@@ -442,7 +442,7 @@ func TestMultiSinkRoutes(t *testing.T) {
 		}
 		bySink[r.Sink] = r
 	}
-	if bySink["partner"].EffectKey != "@partner:"+bySink["acks"].EffectKey {
+	if bySink["partner"].EffectKey != bySink["acks"].EffectKey {
 		t.Errorf("keys %s and %s", bySink["acks"].EffectKey, bySink["partner"].EffectKey)
 	}
 	var acksX12 []string

@@ -537,7 +537,7 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 	SELECT $1, $2, $3, $4, '', $5, $6, $7, $7, $7, $9
 	WHERE $8 = '' OR NOT EXISTS (SELECT 1 FROM sighting WHERE kind = 'conflict' AND correlation_id = $5
 	                             AND substr(key, 1, length($8)) = $8)
-	ON CONFLICT (effect_key) DO NOTHING RETURNING effect_key`
+	ON CONFLICT (effect_key, sink) DO NOTHING RETURNING effect_key`
 
 // NextControlNumber implements inbox.Ingestion: the store's own, from the
 // process's block or a reservation on the connection apart from the pool
@@ -654,6 +654,9 @@ func (in *ingestion) readSets(br pgx.BatchResults, q queued) error {
 			return fmt.Errorf("ingest: claim %s: result %d out of order", q.keys[min(i, len(q.keys)-1)], n)
 		}
 		r.Key, r.Outcome = q.keys[i], outcomeOf(outcome)
+		// One row per effect and sink; the rows of one effect come one
+		// after another and are reported by their one effect key.
+		r.EffectKeys, r.ConflictKeys = slices.Compact(r.EffectKeys), slices.Compact(r.ConflictKeys)
 		if r.OriginalCorrelationID == in.s.CorrelationID {
 			// A new claim's own: one string for all of them, not one
 			// kept per set of a large file.
@@ -690,6 +693,8 @@ func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 			case errors.Is(err, pgx.ErrNoRows):
 			case err != nil:
 				return fmt.Errorf("ingest: ack %s: %w", q.key, err)
+			case len(in.result.AckKeys) > 0 && in.result.AckKeys[len(in.result.AckKeys)-1] == key:
+				// The same acknowledgment's row at its next sink.
 			default:
 				in.result.AckKeys = append(in.result.AckKeys, key)
 			}
@@ -1151,7 +1156,7 @@ func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, no
 			next_attempt_at, created_at, updated_at, effect_hash)
 			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ` + arg(ev.Sink, "text") + `,
 				'delivery.dead:' || id, '', correlation_id, ` + arg(outbox.PackPayload(ev.Payload), "bytea") + `, ` + at + `, ` + at + `, ` + at + `, ''
-			FROM u ON CONFLICT (effect_key) DO NOTHING)
+			FROM u ON CONFLICT (effect_key, sink) DO NOTHING)
 		SELECT pg_notify('` + NotifyChannel + `', '') FROM u` // wake the relays, as an ingest does
 		return s.fenced(ctx, q, args...)
 	}

@@ -425,12 +425,12 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 		}
 		switch {
 		case key != "":
-			res.EffectKeys = append(res.EffectKeys, key)
+			res.EffectKeys = appendKey(res.EffectKeys, key)
 		case conflictWith != nil:
 			if len(res.ConflictKeys) == 0 {
 				res.OriginalCorrelationID = *conflictWith
 			}
-			res.ConflictKeys = append(res.ConflictKeys, e.Key)
+			res.ConflictKeys = appendKey(res.ConflictKeys, e.Key)
 			if _, err := in.exec(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path,
 				file_sha256, correlation_id, original_correlation_id, created_at)
 				VALUES ('effect_conflict', ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -541,14 +541,24 @@ func (in *ingestion) flushClaimed(ctx context.Context) error {
 	return nil
 }
 
-// insertEffect inserts e unless its effect key exists. It returns the key
-// when inserted; when the key exists with other business content (both
-// hashes known and different), the correlation id of the existing row.
+// appendKey appends key to keys unless it is keys' last: the rows of one
+// effect at its several sinks come one after another and are reported
+// by their one effect key.
+func appendKey(keys []string, key string) []string {
+	if len(keys) > 0 && keys[len(keys)-1] == key {
+		return keys
+	}
+	return append(keys, key)
+}
+
+// insertEffect inserts e unless its effect key has a row at its sink. It
+// returns the key when inserted; when that row holds other business
+// content (both hashes known and different), its correlation id.
 func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey string) (string, *string, error) {
 	now := us(in.f.Now)
 	ins, err := in.exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
 		correlation_id, stored_payload, next_attempt_at, created_at, updated_at, effect_hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key) DO NOTHING`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key, sink) DO NOTHING`,
 		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, e.StoredPayload(), now, now, now,
 		e.Hash)
 	if err != nil {
@@ -558,8 +568,8 @@ func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey
 		return e.Key, nil, nil
 	}
 	var exHash, exCorr string
-	if err := in.queryRow(ctx, "SELECT effect_hash, correlation_id FROM outbox WHERE effect_key = ?",
-		[]any{e.Key}, &exHash, &exCorr); err != nil {
+	if err := in.queryRow(ctx, "SELECT effect_hash, correlation_id FROM outbox WHERE effect_key = ? AND sink = ?",
+		[]any{e.Key, e.Sink}, &exHash, &exCorr); err != nil {
 		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
 	}
 	if exHash != "" && exHash != e.Hash {
@@ -588,7 +598,7 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	}
 	key, _, err := in.insertEffect(ctx, e, "")
 	if key != "" {
-		in.result.AckKeys = append(in.result.AckKeys, key)
+		in.result.AckKeys = appendKey(in.result.AckKeys, key)
 	}
 	return err
 }
@@ -932,7 +942,7 @@ func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, now t
 			correlation_id, stored_payload, next_attempt_at, created_at, updated_at, effect_hash)
 			SELECT 'delivery.dead:' || id || ':' || deaths, 'delivery.dead', ?, 'delivery.dead:' || id, '',
 				correlation_id, ?, ?, ?, ?, '' FROM outbox WHERE id = ?
-			ON CONFLICT (effect_key) DO NOTHING`, ev.Sink, outbox.PackPayload(ev.Payload), us(now), us(now), us(now), id); err != nil {
+			ON CONFLICT (effect_key, sink) DO NOTHING`, ev.Sink, outbox.PackPayload(ev.Payload), us(now), us(now), us(now), id); err != nil {
 			return fmt.Errorf("delivery.dead event: %w", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/migrations"
 )
 
@@ -97,4 +98,30 @@ func storeMigratedBefore(t *testing.T, version int) *Store {
 		}
 	}
 	return s
+}
+
+// TestUpgradeKeysTheOutboxByEffectAndSink: migration 0014 rebuilds the
+// outbox keyed by effect key and sink; rows of an effect at further sinks,
+// stored under "@SINK:" keys by the release before, are found by their
+// effect key (storetest.CheckMultiSinkUpgrade).
+func TestUpgradeKeysTheOutboxByEffectAndSink(t *testing.T) {
+	ctx := context.Background()
+	s := storeMigratedBefore(t, 14)
+	for _, r := range storetest.LegacyMultiSinkRows(t) {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
+			stored_payload, status, next_attempt_at, created_at, updated_at, effect_hash)
+			VALUES (?, ?, ?, ?, 'c', ?, ?, 1, 1, 1, ?)`, r.Key, r.Effect.Kind, r.Sink, r.Effect.OrderingKey,
+			r.Effect.StoredPayload(), r.Status, r.Effect.Hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.CheckMultiSinkUpgrade(t, s)
+	var indexes int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE tbl_name = 'outbox'
+		AND type IN ('index', 'trigger')`).Scan(&indexes); err != nil || indexes != 9 {
+		t.Errorf("the outbox has %d indexes and triggers after its rebuild, want 9 (%v)", indexes, err)
+	}
 }

@@ -68,7 +68,7 @@ var piped = []string{"SameFileThreeTimes", "PayloadBytesReadBack", "RunOfSetsMix
 	"RejectedKeyReclaimed", "NotX12KeyedBySHA256", "FailureBeforeCommitLeavesNothing", "StaleFenceCommitsNothing",
 	"ControlNumbers", "AnswerLookup", "RejectedKeyReclaimedSameHash", "EffectConflictNotBusinessDup",
 	"EffectConflictConcurrently", "SecondIngestSameAsFull", "ClaimLookupPrunedRedoes", "ClaimLookupRejectedRedoes",
-	"ClaimLookupOneRejectedRedoes", "MultiSinkRowsPerEffectAndSink", "OverlappingFilesConcurrently",
+	"ClaimLookupOneRejectedRedoes", "MultiSinkRowsPerEffectAndSink", "RouteOrderDoesNotMatter", "OverlappingFilesConcurrently",
 	"RunRepeatingItsOwnKeys", "FileOutcomesPerArrival", "Ledger", "SmallFileNotLookedUp", "CleanKeptWithTheClaim",
 	"CleanDuplicatesAcknowledgedAsBefore"}
 
@@ -172,6 +172,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"AttemptsPrunedWithRow":               testAttemptsPrunedWithRow,
 		"DeadEventWithTransition":             testDeadEventWithTransition,
 		"MultiSinkRowsPerEffectAndSink":       testMultiSinkRowsPerEffectAndSink,
+		"RouteOrderDoesNotMatter":             testRouteOrderDoesNotMatter,
 		"PollStatusPerDirectory":              testPollStatusPerDirectory,
 		"PollStatusFencedByLease":             testPollStatusFencedByLease,
 		"AttemptStatsPerSink":                 testAttemptStatsPerSink,

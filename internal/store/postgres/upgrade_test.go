@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
@@ -39,5 +40,35 @@ func TestUpgradeKeysTheOutboxByEffectAndSink(t *testing.T) {
 	}
 	if rows.Err() != nil || len(constraints) != 0 {
 		t.Errorf("unique constraints left on the outbox: %v %v", constraints, rows.Err())
+	}
+
+	// A replica of the build before calls the claim function as it did:
+	// for a payment routed to two sinks, its second row under "@audit:".
+	// That fails, and nothing of the set is recorded; a set of rows keyed
+	// as this build keys them is claimed. Its acknowledgment insert, on
+	// the effect key alone, fails too.
+	claim := func(set string, keys ...string) error {
+		sinks := []string{"ledger", "audit"}[:len(keys)]
+		var outcome string
+		return s.pool.QueryRow(ctx, `SELECT outcome FROM ediwatch_claim_set($1, 'h', '835', 'processed', '', NULL,
+			'test', 'old.835', 'sha-old', 'corr-old', $2, $3, $4, $4, $5, $6, $7, NULL, false)`,
+			set, t0, []string{"payment.posted", "payment.posted"}[:len(keys)], keys, sinks,
+			[][]byte{{'{', '}'}, {'{', '}'}}[:len(keys)], []string{"e", "e"}[:len(keys)]).Scan(&outcome)
+	}
+	if err := claim("x12:old:1", "payment:9:OLD", "@audit:payment:9:OLD"); err == nil ||
+		!strings.Contains(err.Error(), "sink prefix") {
+		t.Errorf("an older build's \"@audit:\" row claimed: %v", err)
+	}
+	if err := claim("x12:old:2", "payment:9:NEW"); err != nil {
+		t.Errorf("a row keyed as this build keys it: %v", err)
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM inbox WHERE key = 'x12:old:1'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the refused set left %d inbox rows (%v)", n, err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
+		payload_packed, next_attempt_at, created_at, updated_at) VALUES ('ack999:old', 'ack.999', 'acks', 'a', 'c', '\x00', $1, $1, $1)
+		ON CONFLICT (effect_key) DO NOTHING`, t0); err == nil || !strings.Contains(err.Error(), "ON CONFLICT") {
+		t.Errorf("an insert on the effect key alone, as the build before wrote acknowledgments: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,13 @@ func TestUpgradeKeysTheOutboxByEffectAndSink(t *testing.T) {
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE tbl_name = 'outbox'
 		AND type IN ('index', 'trigger')`).Scan(&indexes); err != nil || indexes != 9 {
 		t.Errorf("the outbox has %d indexes and triggers after its rebuild, want 9 (%v)", indexes, err)
+	}
+	// A replica of the build before inserts on the effect key alone: it
+	// fails, loudly, rather than give a further sink a second row.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
+		stored_payload, next_attempt_at, created_at, updated_at) VALUES ('@audit:payment:9:OLD', 'payment.posted',
+		'audit', 'p', 'c', '{}', 1, 1, 1) ON CONFLICT (effect_key) DO NOTHING`); err == nil ||
+		!strings.Contains(err.Error(), "ON CONFLICT") {
+		t.Errorf("an insert on the effect key alone, as the build before wrote every row: %v", err)
 	}
 }

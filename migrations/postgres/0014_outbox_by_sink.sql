@@ -32,11 +32,26 @@ UPDATE outbox o
                     WHERE b.effect_key = substr(o.effect_key, length(o.sink) + 3) AND b.sink = o.sink);
 
 -- The two claim functions insert and find an effect's row by its key and
--- sink: restated whole, as 0013 left them but for that, and for a guard: a
--- replica of a build from before, calling them with the same arguments,
--- fails when it names a further sink's row by its old "@SINK:" key (it
--- would give that sink a second row of the effect), and works as before
--- for every other row, which it keys as this build does.
+-- sink: restated whole, as 0013 left them but for that, and for a guard
+-- (ediwatch_refuse_sink_prefix): a replica of a build from before, calling
+-- them with the same arguments, fails when it names a further sink's row
+-- by its old "@SINK:" key, and works as before for every other row, which
+-- it keys as this build does.
+
+-- ediwatch_refuse_sink_prefix fails when one of p_keys has the "@SINK:"
+-- prefix by which a build from before 0014 names an effect at a further
+-- sink of its route: such a replica is stopped rather than give that sink
+-- a second row of the effect. The message names no key: a claim's may
+-- name a patient.
+CREATE FUNCTION ediwatch_refuse_sink_prefix(p_keys text[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_keys) AS k(key) WHERE left(k.key, 1) = '@') THEN
+        RAISE EXCEPTION 'an effect key with a sink prefix: the outbox is keyed by effect key and sink since migration 0014; stop every older replica'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+END;
+$$;
 
 -- ediwatch_claim_set claims one transaction set's envelope key and, when
 -- newly claimed and processed, inserts its outbox rows; all in the caller's
@@ -80,13 +95,7 @@ DECLARE
     v_old_hash text;
     v_old_corr text;
 BEGIN
-    IF EXISTS (SELECT 1 FROM unnest(p_keys) AS k(key) WHERE left(k.key, 1) = '@') THEN
-        -- Only a build from before 0014 names an effect at a further sink
-        -- "@SINK:"+key: stop it rather than give that sink a second row
-        -- (the message names no key: a claim's may name a patient).
-        RAISE EXCEPTION 'an effect key with a sink prefix: the outbox is keyed by effect key and sink since migration 0014; stop every older replica'
-            USING ERRCODE = 'feature_not_supported';
-    END IF;
+    PERFORM ediwatch_refuse_sink_prefix(p_keys);
     INSERT INTO inbox (key, status, content_hash, set_type, reason, summary, source, path, file_sha256,
                        correlation_id, created_at, updated_at, key_sans_isa13, clean)
     VALUES (p_key, p_status, p_hash, p_type, p_reason, p_summary, p_source, p_path, p_file_sha256,
@@ -203,13 +212,7 @@ DECLARE
     v_last integer;
     v_clear boolean;
 BEGIN
-    IF EXISTS (SELECT 1 FROM unnest(p_effect_keys) AS k(key) WHERE left(k.key, 1) = '@') THEN
-        -- Only a build from before 0014 names an effect at a further sink
-        -- "@SINK:"+key: stop it rather than give that sink a second row
-        -- (the message names no key: a claim's may name a patient).
-        RAISE EXCEPTION 'an effect key with a sink prefix: the outbox is keyed by effect key and sink since migration 0014; stop every older replica'
-            USING ERRCODE = 'feature_not_supported';
-    END IF;
+    PERFORM ediwatch_refuse_sink_prefix(p_effect_keys);
     SELECT NOT EXISTS (SELECT 1 FROM unnest(p_keys) AS k(key),
                        LATERAL (SELECT 1 FROM inbox i WHERE i.key = k.key LIMIT 1) AS i)
        AND NOT EXISTS (SELECT 1 FROM unnest(p_effect_sets, p_effect_keys, p_sinks) AS e(set_n, key, sink),

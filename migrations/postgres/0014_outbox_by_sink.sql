@@ -75,7 +75,8 @@ $$;
 -- Returns the outcome (processed, duplicate, business_duplicate, conflict,
 -- rejected), the correlation id of the original claim (or of the first
 -- conflicting effect), the effect keys inserted and the effect keys in
--- conflict, one per row (an effect at two sinks is named twice).
+-- conflict (an effect inserted at two sinks is named twice, one in
+-- conflict at both once).
 CREATE OR REPLACE FUNCTION ediwatch_claim_set(
     p_key text, p_hash text, p_type text, p_status text, p_reason text, p_summary jsonb,
     p_source text, p_path text, p_file_sha256 text, p_correlation text, p_now timestamptz,
@@ -150,7 +151,10 @@ BEGIN
         END IF;
         SELECT effect_hash, correlation_id INTO v_old_hash, v_old_corr FROM outbox
          WHERE effect_key = p_keys[i] AND sink = p_sinks[i];
-        IF v_old_hash <> '' AND v_old_hash <> v_hash THEN
+        IF v_old_hash <> '' AND v_old_hash <> v_hash
+           AND (cardinality(v_conflicts) = 0 OR v_conflicts[cardinality(v_conflicts)] <> p_keys[i]) THEN
+            -- One sighting per effect: its rows at several sinks come one
+            -- after another, and the first in conflict records it.
             INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
                                   original_correlation_id, created_at)
             VALUES ('effect_conflict', p_keys[i], v_hash, p_source, p_path,

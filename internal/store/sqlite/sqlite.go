@@ -426,11 +426,13 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 		switch {
 		case key != "":
 			res.EffectKeys = appendKey(res.EffectKeys, key)
-		case conflictWith != nil:
+		case conflictWith != nil && (len(res.ConflictKeys) == 0 || res.ConflictKeys[len(res.ConflictKeys)-1] != e.Key):
+			// One sighting per effect: its rows at several sinks come one
+			// after another, and the first in conflict records it.
 			if len(res.ConflictKeys) == 0 {
 				res.OriginalCorrelationID = *conflictWith
 			}
-			res.ConflictKeys = appendKey(res.ConflictKeys, e.Key)
+			res.ConflictKeys = append(res.ConflictKeys, e.Key)
 			if _, err := in.exec(ctx, `INSERT INTO sighting (kind, key, content_hash, source, path,
 				file_sha256, correlation_id, original_correlation_id, created_at)
 				VALUES ('effect_conflict', ?, ?, ?, ?, ?, ?, ?, ?)`,

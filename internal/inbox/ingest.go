@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
@@ -132,6 +133,7 @@ func Ingest(ctx context.Context, opts Options, f FileInfo, r io.ReadSeeker) (*Re
 		return nil, errors.New("ingest: the store does not allocate control numbers")
 	}
 	lookup, _ := opts.Store.(ClaimLookup)
+	opts.Routes = inSinkOrder(opts.Routes)
 	for attempt := 1; ; attempt++ {
 		res, err := ingest(ctx, opts, numbers, &f, r, lookup)
 		again := false
@@ -704,6 +706,20 @@ func setRecord(s *process.Set, routes map[string][]string, claimed bool) (SetRec
 func unrouted(e process.Effect, routes map[string][]string) bool {
 	_, ok := routes[e.Kind]
 	return !ok && process.OptionalKind(e.Kind)
+}
+
+// inSinkOrder returns routes with each route's sinks in name order. An
+// effect's rows are written in that order whatever its route's, so two
+// ingests of one effect by replicas whose routes list its sinks in other
+// orders take its rows' unique index entries in the same order: the second
+// waits for the first rather than deadlocking with it, and then finds the
+// rows (a business duplicate, or a conflict).
+func inSinkOrder(routes map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(routes))
+	for kind, sinks := range routes {
+		out[kind] = slices.Sorted(slices.Values(sinks))
+	}
+	return out
 }
 
 // effects returns the outbox rows of e: one per sink of its route, each

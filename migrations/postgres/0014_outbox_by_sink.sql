@@ -69,8 +69,9 @@ $$;
 -- (inbox.key_sans_isa13), p_clean whether the set is clean (inbox.clean).
 -- An effect new at its sink is inserted; an existing row of its key and
 -- sink with the same effect_hash (or a legacy row without one) is a
--- business duplicate; with another effect_hash it is an effect conflict,
--- recorded as a sighting.
+-- business duplicate there; a row of its key at any sink with another
+-- effect_hash makes it an effect conflict, recorded as a sighting, and
+-- inserted at no sink.
 --
 -- Returns the outcome (processed, duplicate, business_duplicate, conflict,
 -- rejected), the correlation id of the original claim (or of the first
@@ -93,7 +94,6 @@ DECLARE
     v_n integer := COALESCE(cardinality(p_keys), 0);
     v_hash text;
     v_key text;
-    v_old_hash text;
     v_old_corr text;
 BEGIN
     PERFORM ediwatch_refuse_sink_prefix(p_keys);
@@ -139,19 +139,26 @@ BEGIN
     FOR i IN 1..v_n LOOP
         v_key := NULL;
         v_hash := COALESCE(p_hashes[i], '');
+        -- Not at a sink that has the effect key, nor at any sink when a
+        -- row of the key holds other business content: an effect
+        -- conflict, which no sink gets, not even one new to the route.
         INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_packed,
                             next_attempt_at, created_at, updated_at, effect_hash)
-        VALUES (p_keys[i], p_kinds[i], p_sinks[i], p_ordering_keys[i], p_key,
-                p_correlation, p_payloads[i], p_now, p_now, p_now, v_hash)
+        SELECT p_keys[i], p_kinds[i], p_sinks[i], p_ordering_keys[i], p_key,
+               p_correlation, p_payloads[i], p_now, p_now, p_now, v_hash
+         WHERE v_hash = '' OR NOT EXISTS (SELECT 1 FROM outbox o WHERE o.effect_key = p_keys[i]
+                                             AND o.effect_hash <> '' AND o.effect_hash <> v_hash)
         ON CONFLICT (effect_key, sink) DO NOTHING
         RETURNING effect_key INTO v_key;
         IF v_key IS NOT NULL THEN
             v_inserted := v_inserted || v_key;
             CONTINUE;
         END IF;
-        SELECT effect_hash, correlation_id INTO v_old_hash, v_old_corr FROM outbox
-         WHERE effect_key = p_keys[i] AND sink = p_sinks[i];
-        IF v_old_hash <> '' AND v_old_hash <> v_hash
+        v_old_corr := NULL;
+        SELECT o.correlation_id INTO v_old_corr FROM outbox o
+         WHERE o.effect_key = p_keys[i] AND o.effect_hash <> '' AND o.effect_hash <> v_hash AND v_hash <> ''
+         ORDER BY o.id LIMIT 1;
+        IF v_old_corr IS NOT NULL
            AND (cardinality(v_conflicts) = 0 OR v_conflicts[cardinality(v_conflicts)] <> p_keys[i]) THEN
             -- One sighting per effect: its rows at several sinks come one
             -- after another, and the first in conflict records it.
@@ -189,8 +196,9 @@ $$;
 -- jsonb, or NULL), key less its ISA13, clean (p_cleans, last); per effect, in set order: the position of its set
 -- (p_effect_sets, from 1) and the arrays ediwatch_claim_set takes.
 --
--- The common case (no key of the run claimed and no effect key at its
--- sink, as far as this transaction sees, and none twice in the run) is three set-based
+-- The common case (no key of the run claimed and no effect key at any
+-- sink, as far as this transaction sees, and none twice at a sink in the
+-- run) is three set-based
 -- statements: the inbox rows; the run's ordering locks, in file order; the
 -- outbox rows, numbered in file order (as the ordering trigger does row by
 -- row; a row given its id skips the trigger). Any other run is claimed by
@@ -220,10 +228,10 @@ BEGIN
     SELECT NOT EXISTS (SELECT 1 FROM unnest(p_keys) AS k(key),
                        LATERAL (SELECT 1 FROM inbox i WHERE i.key = k.key LIMIT 1) AS i)
        AND NOT EXISTS (SELECT 1 FROM unnest(p_effect_sets, p_effect_keys, p_sinks) AS e(set_n, key, sink),
-                       LATERAL (SELECT 1 FROM outbox o WHERE o.effect_key = e.key AND o.sink = e.sink LIMIT 1) AS o
+                       LATERAL (SELECT 1 FROM outbox o WHERE o.effect_key = e.key LIMIT 1) AS o
                         WHERE p_statuses[e.set_n] = 'processed')
        AND (SELECT count(DISTINCT k.key) = count(*) FROM unnest(p_keys) AS k(key))
-       AND (SELECT count(DISTINCT (e.key, e.sink)) = count(*)
+       AND (SELECT count(DISTINCT (e.key, e.sink)) = count(*) AND count(DISTINCT e.key) = count(DISTINCT (e.set_n, e.key))
               FROM unnest(p_effect_sets, p_effect_keys, p_sinks) AS e(set_n, key, sink)
              WHERE p_statuses[e.set_n] = 'processed')
       INTO v_clear;

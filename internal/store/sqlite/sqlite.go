@@ -553,14 +553,19 @@ func appendKey(keys []string, key string) []string {
 	return append(keys, key)
 }
 
-// insertEffect inserts e unless its effect key has a row at its sink. It
-// returns the key when inserted; when that row holds other business
-// content (both hashes known and different), its correlation id.
+// insertEffect inserts e unless its effect key has a row at its sink or a
+// row at any sink with other business content (both hashes known and
+// different: an effect conflict, which no sink gets, not even one new to
+// the effect's route). It returns the key when inserted; when in
+// conflict, the correlation id of the first row of the other content.
 func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey string) (string, *string, error) {
 	now := us(in.f.Now)
 	ins, err := in.exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
 		correlation_id, stored_payload, next_attempt_at, created_at, updated_at, effect_hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key, sink) DO NOTHING`,
+		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
+		WHERE ?11 = '' OR NOT EXISTS (SELECT 1 FROM outbox WHERE effect_key = ?1 AND effect_hash <> ''
+		                              AND effect_hash <> ?11)
+		ON CONFLICT (effect_key, sink) DO NOTHING`,
 		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, e.StoredPayload(), now, now, now,
 		e.Hash)
 	if err != nil {
@@ -569,15 +574,18 @@ func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey
 	if n, _ := ins.RowsAffected(); n == 1 {
 		return e.Key, nil, nil
 	}
-	var exHash, exCorr string
-	if err := in.queryRow(ctx, "SELECT effect_hash, correlation_id FROM outbox WHERE effect_key = ? AND sink = ?",
-		[]any{e.Key, e.Sink}, &exHash, &exCorr); err != nil {
+	if e.Hash == "" {
+		return "", nil, nil
+	}
+	var exCorr string
+	switch err := in.queryRow(ctx, `SELECT correlation_id FROM outbox WHERE effect_key = ? AND effect_hash <> ''
+		AND effect_hash <> ? ORDER BY id LIMIT 1`, []any{e.Key, e.Hash}, &exCorr); {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", nil, nil // its sink has it: a business duplicate there
+	case err != nil:
 		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
 	}
-	if exHash != "" && exHash != e.Hash {
-		return "", &exCorr, nil
-	}
-	return "", nil, nil
+	return "", &exCorr, nil
 }
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {

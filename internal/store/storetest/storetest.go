@@ -68,7 +68,7 @@ var piped = []string{"SameFileThreeTimes", "PayloadBytesReadBack", "RunOfSetsMix
 	"RejectedKeyReclaimed", "NotX12KeyedBySHA256", "FailureBeforeCommitLeavesNothing", "StaleFenceCommitsNothing",
 	"ControlNumbers", "AnswerLookup", "RejectedKeyReclaimedSameHash", "EffectConflictNotBusinessDup",
 	"EffectConflictConcurrently", "SecondIngestSameAsFull", "ClaimLookupPrunedRedoes", "ClaimLookupRejectedRedoes",
-	"ClaimLookupOneRejectedRedoes", "MultiSinkRowsPerEffectAndSink", "RouteOrderDoesNotMatter", "OverlappingFilesConcurrently",
+	"ClaimLookupOneRejectedRedoes", "MultiSinkRowsPerEffectAndSink", "RouteOrderDoesNotMatter", "ConflictNotPostedToANewSink", "OverlappingFilesConcurrently",
 	"RunRepeatingItsOwnKeys", "FileOutcomesPerArrival", "Ledger", "SmallFileNotLookedUp", "CleanKeptWithTheClaim",
 	"CleanDuplicatesAcknowledgedAsBefore"}
 
@@ -173,6 +173,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"DeadEventWithTransition":             testDeadEventWithTransition,
 		"MultiSinkRowsPerEffectAndSink":       testMultiSinkRowsPerEffectAndSink,
 		"RouteOrderDoesNotMatter":             testRouteOrderDoesNotMatter,
+		"ConflictNotPostedToANewSink":         testConflictNotPostedToANewSink,
 		"PollStatusPerDirectory":              testPollStatusPerDirectory,
 		"PollStatusFencedByLease":             testPollStatusFencedByLease,
 		"AttemptStatsPerSink":                 testAttemptStatsPerSink,

@@ -15,7 +15,8 @@ import (
 // amounts after a sink was put in its route is an effect conflict,
 // quarantined: the new sink gets no row of the other amounts (the
 // payment's other sink has the first amounts under the same
-// Idempotency-Key), whether the new sink comes first or last.
+// Idempotency-Key), whether the new sink comes first or last, or the
+// route moved to it alone.
 func testConflictNotPostedToANewSink(t *testing.T, s store.Store) {
 	ingest := func(path string, data []byte, payments ...string) *inbox.Report {
 		t.Helper()
@@ -47,6 +48,12 @@ func testConflictNotPostedToANewSink(t *testing.T, s store.Store) {
 	r = ingest("d.835", other2, "archive", "ledger")
 	if o := r.Sets[0]; o.Outcome != inbox.Conflict || len(o.EffectKeys) != 0 {
 		t.Errorf("other amounts under the payment key, archive put first in its route: %+v", r.Sets)
+	}
+	other3 := bytes.ReplaceAll(other, []byte("000000303"), []byte("000000707"))
+	other3 = bytes.ReplaceAll(bytes.ReplaceAll(other3, []byte("*303*X"), []byte("*707*X")), []byte("GE*1*303"), []byte("GE*1*707"))
+	r = ingest("e.835", other3, "audit")
+	if o := r.Sets[0]; o.Outcome != inbox.Conflict || len(o.EffectKeys) != 0 {
+		t.Errorf("other amounts under the payment key, its route moved to audit alone: %+v", r.Sets)
 	}
 	if got := rowsByKey(t, s)[pay]; !slices.Equal(got, []string{"ledger"}) {
 		t.Errorf("the payment's rows are at %v, want ledger's alone: its other amounts are a conflict, not posted", got)

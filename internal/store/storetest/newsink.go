@@ -3,7 +3,9 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
@@ -57,5 +59,67 @@ func testConflictNotPostedToANewSink(t *testing.T, s store.Store) {
 	}
 	if got := rowsByKey(t, s)[pay]; !slices.Equal(got, []string{"ledger"}) {
 		t.Errorf("the payment's rows are at %v, want ledger's alone: its other amounts are a conflict, not posted", got)
+	}
+}
+
+// testRouteOrdersConcurrently: replicas whose routes list a payment's
+// sinks in opposite orders ingest the same payment at once, each under its
+// own control numbers. One arrival posts it, once at each sink; every
+// other is a business duplicate, and none fails (a deadlock of opposite
+// orders is retried).
+func testRouteOrdersConcurrently(t *testing.T, s store.Store) {
+	const n = 6
+	base := Fixture(t, "835_regenerated.x12")
+	outcomes := make([]inbox.Outcome, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		data := base
+		c := fmt.Sprintf("%03d", 600+i)
+		for _, rp := range [][2]string{{"000000202", "000000" + c}, {"*202*X", "*" + c + "*X"}, {"GE*1*202", "GE*1*" + c}} {
+			data = bytes.ReplaceAll(data, []byte(rp[0]), []byte(rp[1]))
+		}
+		sinks := []string{"ledger", "audit", "archive"}
+		if i%2 == 1 {
+			slices.Reverse(sinks)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			opts := Options(t, s)
+			opts.Routes = map[string][]string{process.KindPayment: sinks, process.KindAck999: {"acks"},
+				process.KindAckTA1: {"acks"}, process.KindClaim: {"ledger"}}
+			path := fmt.Sprintf("r%d.835", i)
+			r, err := inbox.Ingest(context.Background(), opts, inbox.FileInfo{Source: "test", Path: path,
+				Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path, CorrelationID: store.NewCorrelationID(), Now: t0},
+				bytes.NewReader(data))
+			errs[i] = err
+			if err == nil {
+				outcomes[i] = r.Sets[0].Outcome
+			}
+		}()
+	}
+	wg.Wait()
+	posted := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("arrival %d: %v", i, errs[i])
+			continue
+		}
+		switch outcomes[i] {
+		case inbox.Processed:
+			posted++
+		case inbox.BusinessDuplicate:
+		default:
+			t.Errorf("arrival %d: %s", i, outcomes[i])
+		}
+	}
+	if posted != 1 {
+		t.Errorf("%d arrivals posted the payment, want 1", posted)
+	}
+	got := rowsByKey(t, s)["payment:1512345678:EFT0001"]
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"archive", "audit", "ledger"}) {
+		t.Errorf("the payment's rows are at %v, want one at each sink", got)
 	}
 }

@@ -68,7 +68,7 @@ var piped = []string{"SameFileThreeTimes", "PayloadBytesReadBack", "RunOfSetsMix
 	"RejectedKeyReclaimed", "NotX12KeyedBySHA256", "FailureBeforeCommitLeavesNothing", "StaleFenceCommitsNothing",
 	"ControlNumbers", "AnswerLookup", "RejectedKeyReclaimedSameHash", "EffectConflictNotBusinessDup",
 	"EffectConflictConcurrently", "SecondIngestSameAsFull", "ClaimLookupPrunedRedoes", "ClaimLookupRejectedRedoes",
-	"ClaimLookupOneRejectedRedoes", "MultiSinkRowsPerEffectAndSink", "RouteOrderDoesNotMatter", "ConflictNotPostedToANewSink", "OverlappingFilesConcurrently",
+	"ClaimLookupOneRejectedRedoes", "MultiSinkRowsPerEffectAndSink", "RouteOrderDoesNotMatter", "ConflictNotPostedToANewSink", "RouteOrdersConcurrently", "OverlappingFilesConcurrently",
 	"RunRepeatingItsOwnKeys", "FileOutcomesPerArrival", "Ledger", "SmallFileNotLookedUp", "CleanKeptWithTheClaim",
 	"CleanDuplicatesAcknowledgedAsBefore"}
 
@@ -174,6 +174,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"MultiSinkRowsPerEffectAndSink":       testMultiSinkRowsPerEffectAndSink,
 		"RouteOrderDoesNotMatter":             testRouteOrderDoesNotMatter,
 		"ConflictNotPostedToANewSink":         testConflictNotPostedToANewSink,
+		"RouteOrdersConcurrently":             testRouteOrdersConcurrently,
 		"PollStatusPerDirectory":              testPollStatusPerDirectory,
 		"PollStatusFencedByLease":             testPollStatusFencedByLease,
 		"AttemptStatsPerSink":                 testAttemptStatsPerSink,

@@ -15,16 +15,25 @@ ALTER TABLE outbox DROP CONSTRAINT outbox_effect_key_key;
 -- A further sink's row loses its "@SINK:" prefix, unless its sink also has
 -- the bare key's row: a second row of one effect at one sink, which the old
 -- keying made when a route's order changed (the double delivery this
--- migration ends). That row keeps its old key; undelivered, it is
--- discarded, since its sink has the effect's row.
+-- migration ends). That row keeps its old key, and the pair is delivered at
+-- most once more: the prefixed row, undelivered, is discarded, since its
+-- sink has the effect's row; the bare key's row, undelivered when the
+-- prefixed one was delivered, is discarded, since its sink had the effect
+-- (a replay from the dead letters would post it again). The message names
+-- the other row, not the key: a claim's may name a patient.
 UPDATE outbox o
    SET status = 'discarded', lease_token = NULL, lease_expires_at = NULL,
-       last_error = 'discarded by migration 0014: a second row of effect ' ||
-                    substr(o.effect_key, length(o.sink) + 3) || ' at this sink (row ' || b.id || ')'
+       last_error = 'discarded by migration 0014: a second row of its effect at this sink, beside row ' || b.id
   FROM outbox b
  WHERE left(o.effect_key, length(o.sink) + 2) = '@' || o.sink || ':'
    AND b.effect_key = substr(o.effect_key, length(o.sink) + 3) AND b.sink = o.sink
    AND o.status <> 'delivered';
+UPDATE outbox o
+   SET status = 'discarded', lease_token = NULL, lease_expires_at = NULL,
+       last_error = 'discarded by migration 0014: its effect was delivered at this sink by row ' || p.id
+  FROM outbox p
+ WHERE p.effect_key = '@' || o.sink || ':' || o.effect_key AND p.sink = o.sink
+   AND p.status = 'delivered' AND o.status <> 'delivered';
 UPDATE outbox o
    SET effect_key = substr(o.effect_key, length(o.sink) + 3)
  WHERE left(o.effect_key, length(o.sink) + 2) = '@' || o.sink || ':'

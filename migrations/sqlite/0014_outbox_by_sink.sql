@@ -39,8 +39,12 @@ CREATE TABLE outbox_new (
 -- A further sink's row loses its "@SINK:" prefix, unless its sink also has
 -- the bare key's row: a second row of one effect at one sink, which the old
 -- keying made when a route's order changed (the double delivery this
--- migration ends). That row keeps its old key; undelivered, it is
--- discarded, since its sink has the effect's row.
+-- migration ends). That row keeps its old key, and the pair is delivered at
+-- most once more: the prefixed row, undelivered, is discarded, since its
+-- sink has the effect's row; the bare key's row, undelivered when the
+-- prefixed one was delivered, is discarded, since its sink had the effect
+-- (a replay from the dead letters would post it again). The message names
+-- the other row, not the key: a claim's may name a patient.
 INSERT INTO outbox_new (id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, stored_payload,
                         status, attempts, next_attempt_at, lease_token, lease_expires_at, last_error,
                         last_status, created_at, updated_at, delivered_at, age_from, error_history,
@@ -53,8 +57,7 @@ SELECT o.id,
        CASE WHEN b.id IS NOT NULL AND o.status <> 'delivered' THEN NULL ELSE o.lease_token END,
        CASE WHEN b.id IS NOT NULL AND o.status <> 'delivered' THEN NULL ELSE o.lease_expires_at END,
        CASE WHEN b.id IS NOT NULL AND o.status <> 'delivered'
-            THEN 'discarded by migration 0014: a second row of effect ' ||
-                 substr(o.effect_key, length(o.sink) + 3) || ' at this sink (row ' || b.id || ')'
+            THEN 'discarded by migration 0014: a second row of its effect at this sink, beside row ' || b.id
             ELSE o.last_error END,
        o.last_status, o.created_at, o.updated_at, o.delivered_at, o.age_from, o.error_history,
        o.last_response, o.effect_hash, o.deaths
@@ -63,10 +66,18 @@ SELECT o.id,
  WHERE substr(o.effect_key, 1, length(o.sink) + 2) = '@' || o.sink || ':'
 UNION ALL
 SELECT o.id, o.effect_key, o.kind, o.sink, o.ordering_key, o.inbox_key, o.correlation_id, o.stored_payload,
-       o.status, o.attempts, o.next_attempt_at, o.lease_token, o.lease_expires_at, o.last_error,
+       CASE WHEN p.id IS NOT NULL THEN 'discarded' ELSE o.status END,
+       o.attempts, o.next_attempt_at,
+       CASE WHEN p.id IS NOT NULL THEN NULL ELSE o.lease_token END,
+       CASE WHEN p.id IS NOT NULL THEN NULL ELSE o.lease_expires_at END,
+       CASE WHEN p.id IS NOT NULL
+            THEN 'discarded by migration 0014: its effect was delivered at this sink by row ' || p.id
+            ELSE o.last_error END,
        o.last_status, o.created_at, o.updated_at, o.delivered_at, o.age_from, o.error_history,
        o.last_response, o.effect_hash, o.deaths
   FROM outbox o
+  LEFT JOIN outbox p ON p.effect_key = '@' || o.sink || ':' || o.effect_key AND p.sink = o.sink
+                    AND p.status = 'delivered' AND o.status <> 'delivered'
  WHERE substr(o.effect_key, 1, length(o.sink) + 2) <> '@' || o.sink || ':';
 
 DROP TABLE outbox;

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -125,6 +126,12 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 	enqueued := map[string]*effect{}
 	var order []string
 	for _, e := range f.Enqueued {
+		if strings.HasPrefix(e.EffectKey, "@") {
+			// A row migration 0014 left under its "@SINK:" key: a second
+			// row of a payment at a sink that has the payment's own row
+			// (effect keys never begin with "@"), counted by that row.
+			continue
+		}
 		if ef := enqueued[e.EffectKey]; ef != nil {
 			ef.delivered = ef.delivered && e.Status == outbox.StatusDelivered
 			continue

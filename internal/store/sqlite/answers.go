@@ -71,7 +71,10 @@ func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, erro
 // ClaimKey implements inbox.AnswerLookup, by the index outbox_claim_order.
 func (s *Store) ClaimKey(ctx context.Context, orderingKey string) (string, error) {
 	var key string
-	err := s.side.QueryRowContext(ctx, `SELECT effect_key FROM outbox
+	// A row migration 0014 left under its "@SINK:" key (a second row of
+	// the claim at its sink) names the claim by its key all the same.
+	err := s.side.QueryRowContext(ctx, `SELECT CASE WHEN substr(effect_key, 1, length(sink) + 2) = '@' || sink || ':'
+		THEN substr(effect_key, length(sink) + 3) ELSE effect_key END FROM outbox
 		WHERE ordering_key = ? AND kind = 'claim.received' ORDER BY id DESC LIMIT 1`, orderingKey).Scan(&key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil

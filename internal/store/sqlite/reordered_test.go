@@ -41,3 +41,24 @@ func TestUpgradeAfterAReorderedRouteKeepsEffectsWhole(t *testing.T) {
 	storetest.CheckReorderedReconcile(t, storetest.ReconciledPayer{Enqueued: p.Enqueued, EnqueuedAmount: p.EnqueuedAmount,
 		UnknownEffects: p.UnknownEffects})
 }
+
+// TestUpgradeDiscardsADeadRowOfAnEffectDeliveredAtItsSink: a sink's dead
+// row of a payment whose "@SINK:" twin at that sink was delivered is not
+// sent again by a replay after migration 0014
+// (storetest.CheckDeadTwinUpgrade).
+func TestUpgradeDiscardsADeadRowOfAnEffectDeliveredAtItsSink(t *testing.T) {
+	ctx := context.Background()
+	s := storeMigratedBefore(t, 14)
+	for _, r := range storetest.LegacyDeadTwinRows(t) {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
+			stored_payload, status, next_attempt_at, created_at, updated_at, effect_hash)
+			VALUES (?, ?, ?, ?, 'c', ?, ?, 1, 1, 1, ?)`, r.Key, r.Effect.Kind, r.Sink, r.Effect.OrderingKey,
+			r.Effect.StoredPayload(), r.Status, r.Effect.Hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.CheckDeadTwinUpgrade(t, s)
+}

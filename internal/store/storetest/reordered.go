@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
@@ -111,5 +112,40 @@ func CheckReorderedReconcile(t *testing.T, p ReconciledPayer) {
 		if strings.HasPrefix(k, "@") {
 			t.Errorf("reconcile: a legacy second row taken for an unknown effect %q", k)
 		}
+	}
+}
+
+// LegacyDeadTwinRows are rows the release before 0014 left when a
+// payment's row at ledger (its route's first sink, the bare key) was
+// dead-lettered, and the payment, sent again after the route was reordered
+// to [audit, ledger], got a second row at ledger under "@ledger:", which
+// was delivered: ledger has the payment.
+func LegacyDeadTwinRows(t *testing.T) []LegacyRow {
+	t.Helper()
+	pay, _ := legacyEffects(t)
+	return []LegacyRow{
+		{pay.Key, "ledger", outbox.StatusDead, pay},
+		{"@audit:" + pay.Key, "audit", outbox.StatusDelivered, pay},
+		{"@ledger:" + pay.Key, "ledger", outbox.StatusDelivered, pay},
+	}
+}
+
+// CheckDeadTwinUpgrade checks s, holding LegacyDeadTwinRows and migrated
+// past 0014: ledger's dead row is a second row of the payment at a sink
+// that has it delivered, so a replay of ledger's dead rows (the operator's
+// routine after an outage) sends the payment to ledger no second time.
+func CheckDeadTwinUpgrade(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	now := t0.Add(time.Hour)
+	if _, err := s.Replay(ctx, outbox.DeadFilter{Sink: "ledger"}, now); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Claim(ctx, now.Add(time.Minute), []string{"ledger"}, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		t.Errorf("row %d (%s at %s) delivered again after its effect was delivered at %s", r.ID, r.EffectKey, r.Sink, r.Sink)
 	}
 }

@@ -98,7 +98,8 @@ type SetResult struct {
 	// OriginalCorrelationID is the correlation id of the claim a duplicate
 	// or conflict refers to; for a new claim, the file's own.
 	OriginalCorrelationID string
-	// EffectKeys are the outbox rows this set inserted.
+	// EffectKeys are the effect keys of the outbox rows this set inserted,
+	// each once (an effect's rows at several sinks share its key).
 	EffectKeys []string
 	// ConflictKeys are the set's effect keys that exist with other
 	// business content (outcome Conflict); none was inserted.

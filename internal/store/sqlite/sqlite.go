@@ -558,14 +558,26 @@ func appendKey(keys []string, key string) []string {
 // different: an effect conflict, which no sink gets, not even one new to
 // the effect's route). It returns the key when inserted; when in
 // conflict, the correlation id of the first row of the other content.
+//
+// The conflict is looked up by a statement of its own: in the insert (an
+// INSERT … SELECT, or a trigger) it would make SQLite keep a statement
+// journal of every page the insert changes, a third of a large file's
+// write.
 func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey string) (string, *string, error) {
+	if e.Hash != "" {
+		var exCorr string
+		switch err := in.queryRow(ctx, `SELECT correlation_id FROM outbox WHERE effect_key = ? AND effect_hash <> ''
+			AND effect_hash <> ? ORDER BY id LIMIT 1`, []any{e.Key, e.Hash}, &exCorr); {
+		case err == nil:
+			return "", &exCorr, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
+		}
+	}
 	now := us(in.f.Now)
 	ins, err := in.exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
 		correlation_id, stored_payload, next_attempt_at, created_at, updated_at, effect_hash)
-		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
-		WHERE ?11 = '' OR NOT EXISTS (SELECT 1 FROM outbox WHERE effect_key = ?1 AND effect_hash <> ''
-		                              AND effect_hash <> ?11)
-		ON CONFLICT (effect_key, sink) DO NOTHING`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (effect_key, sink) DO NOTHING`,
 		e.Key, e.Kind, e.Sink, e.OrderingKey, inboxKey, in.f.CorrelationID, e.StoredPayload(), now, now, now,
 		e.Hash)
 	if err != nil {
@@ -574,18 +586,7 @@ func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey
 	if n, _ := ins.RowsAffected(); n == 1 {
 		return e.Key, nil, nil
 	}
-	if e.Hash == "" {
-		return "", nil, nil
-	}
-	var exCorr string
-	switch err := in.queryRow(ctx, `SELECT correlation_id FROM outbox WHERE effect_key = ? AND effect_hash <> ''
-		AND effect_hash <> ? ORDER BY id LIMIT 1`, []any{e.Key, e.Hash}, &exCorr); {
-	case errors.Is(err, sql.ErrNoRows):
-		return "", nil, nil // its sink has it: a business duplicate there
-	case err != nil:
-		return "", nil, fmt.Errorf("ingest: effect %s: %w", e.Key, err)
-	}
-	return "", &exCorr, nil
+	return "", nil, nil // its sink has it: a business duplicate there
 }
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {

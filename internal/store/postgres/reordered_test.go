@@ -17,18 +17,7 @@ import (
 // (storetest.CheckReorderedUpgrade).
 func TestUpgradeAfterAReorderedRouteKeepsEffectsWhole(t *testing.T) {
 	ctx := context.Background()
-	s := storeMigratedBefore(t, 14)
-	for _, r := range storetest.LegacyReorderedRows(t) {
-		if _, err := s.pool.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
-			payload_packed, status, next_attempt_at, created_at, updated_at, effect_hash)
-			VALUES ($1, $2, $3, $4, 'c', $5, $6, $7, $7, $7, $8)`, r.Key, r.Effect.Kind, r.Sink, r.Effect.OrderingKey,
-			r.Effect.StoredPayload(), r.Status, t0, r.Effect.Hash); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := upgradedWith(t, storetest.LegacyReorderedRows(t))
 	storetest.CheckReorderedUpgrade(t, s)
 	rep, err := reconcile.Run(ctx, s, time.Unix(0, 0), 24*time.Hour, time.Now())
 	if err != nil {
@@ -47,18 +36,6 @@ func TestUpgradeAfterAReorderedRouteKeepsEffectsWhole(t *testing.T) {
 // sent again by a replay after migration 0014
 // (storetest.CheckDeadTwinUpgrade).
 func TestUpgradeDiscardsADeadRowOfAnEffectDeliveredAtItsSink(t *testing.T) {
-	ctx := context.Background()
-	s := storeMigratedBefore(t, 14)
-	for _, r := range storetest.LegacyDeadTwinRows(t) {
-		if _, err := s.pool.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
-			payload_packed, status, next_attempt_at, created_at, updated_at, effect_hash)
-			VALUES ($1, $2, $3, $4, 'c', $5, $6, $7, $7, $7, $8)`, r.Key, r.Effect.Kind, r.Sink, r.Effect.OrderingKey,
-			r.Effect.StoredPayload(), r.Status, t0, r.Effect.Hash); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := upgradedWith(t, storetest.LegacyDeadTwinRows(t))
 	storetest.CheckDeadTwinUpgrade(t, s)
 }

@@ -15,18 +15,7 @@ import (
 // gone: one effect key may have a row at each sink.
 func TestUpgradeKeysTheOutboxByEffectAndSink(t *testing.T) {
 	ctx := context.Background()
-	s := storeMigratedBefore(t, 14)
-	for _, r := range storetest.LegacyMultiSinkRows(t) {
-		if _, err := s.pool.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
-			payload_packed, status, next_attempt_at, created_at, updated_at, effect_hash)
-			VALUES ($1, $2, $3, $4, 'c', $5, $6, $7, $7, $7, $8)`, r.Key, r.Effect.Kind, r.Sink, r.Effect.OrderingKey,
-			r.Effect.StoredPayload(), r.Status, t0, r.Effect.Hash); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := upgradedWith(t, storetest.LegacyMultiSinkRows(t))
 	storetest.CheckMultiSinkUpgrade(t, s)
 	var constraints []string
 	rows, err := s.pool.Query(ctx, `SELECT conname FROM pg_constraint WHERE conrelid = 'outbox'::regclass AND contype = 'u'`)
@@ -71,4 +60,24 @@ func TestUpgradeKeysTheOutboxByEffectAndSink(t *testing.T) {
 		ON CONFLICT (effect_key) DO NOTHING`, t0); err == nil || !strings.Contains(err.Error(), "ON CONFLICT") {
 		t.Errorf("an insert on the effect key alone, as the build before wrote acknowledgments: %v", err)
 	}
+}
+
+// upgradedWith returns a store migrated before 0014 that held rows, as the
+// release before left them, and was then migrated to the last migration.
+func upgradedWith(t *testing.T, rows []storetest.LegacyRow) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s := storeMigratedBefore(t, 14)
+	for _, r := range rows {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
+			payload_packed, status, next_attempt_at, created_at, updated_at, effect_hash)
+			VALUES ($1, $2, $3, $4, 'c', $5, $6, $7, $7, $7, $8)`, r.Key, r.Effect.Kind, r.Sink, r.Effect.OrderingKey,
+			r.Effect.StoredPayload(), r.Status, t0, r.Effect.Hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -107,18 +107,7 @@ func storeMigratedBefore(t *testing.T, version int) *Store {
 // effect key (storetest.CheckMultiSinkUpgrade).
 func TestUpgradeKeysTheOutboxByEffectAndSink(t *testing.T) {
 	ctx := context.Background()
-	s := storeMigratedBefore(t, 14)
-	for _, r := range storetest.LegacyMultiSinkRows(t) {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
-			stored_payload, status, next_attempt_at, created_at, updated_at, effect_hash)
-			VALUES (?, ?, ?, ?, 'c', ?, ?, 1, 1, 1, ?)`, r.Key, r.Effect.Kind, r.Sink, r.Effect.OrderingKey,
-			r.Effect.StoredPayload(), r.Status, r.Effect.Hash); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := upgradedWith(t, storetest.LegacyMultiSinkRows(t))
 	storetest.CheckMultiSinkUpgrade(t, s)
 	var indexes int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE tbl_name = 'outbox'
@@ -133,4 +122,24 @@ func TestUpgradeKeysTheOutboxByEffectAndSink(t *testing.T) {
 		!strings.Contains(err.Error(), "ON CONFLICT") {
 		t.Errorf("an insert on the effect key alone, as the build before wrote every row: %v", err)
 	}
+}
+
+// upgradedWith returns a store migrated before 0014 that held rows, as the
+// release before left them, and was then migrated to the last migration.
+func upgradedWith(t *testing.T, rows []storetest.LegacyRow) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s := storeMigratedBefore(t, 14)
+	for _, r := range rows {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, correlation_id,
+			stored_payload, status, next_attempt_at, created_at, updated_at, effect_hash)
+			VALUES (?, ?, ?, ?, 'c', ?, ?, 1, 1, 1, ?)`, r.Key, r.Effect.Kind, r.Sink, r.Effect.OrderingKey,
+			r.Effect.StoredPayload(), r.Status, r.Effect.Hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

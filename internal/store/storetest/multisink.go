@@ -169,22 +169,11 @@ type LegacyRow struct {
 // row pending for one and delivered for the other.
 func LegacyMultiSinkRows(t *testing.T) []LegacyRow {
 	t.Helper()
-	var pay process.Effect
-	_, err := process.File(context.Background(), bytes.NewReader(Fixture(t, "835_canonical.x12")),
-		process.Config{NoAcks: true}, func(it process.Item) error {
-			if it.Set != nil && len(it.Set.Effects) > 0 {
-				pay = it.Set.Effects[0]
-			}
-			return nil
-		})
-	if err != nil || pay.Kind != process.KindPayment || pay.Hash == "" {
-		t.Fatalf("canonical payment %+v: %v", pay, err)
-	}
-	e := outbox.Effect{Kind: pay.Kind, Key: pay.Key, OrderingKey: pay.OrderingKey, Payload: pay.Payload, Hash: pay.Hash}
+	e, _ := legacyEffects(t)
 	twice := func(key string) outbox.Effect { o := e; o.Key, o.OrderingKey, o.Hash = key, key, "h-"+key; return o }
 	return []LegacyRow{
-		{pay.Key, "ledger", outbox.StatusDelivered, e},
-		{"@audit:" + pay.Key, "audit", outbox.StatusPending, e},
+		{e.Key, "ledger", outbox.StatusDelivered, e},
+		{"@audit:" + e.Key, "audit", outbox.StatusPending, e},
 		{"payment:1:TWICE-PENDING", "audit", outbox.StatusDelivered, twice("payment:1:TWICE-PENDING")},
 		{"@audit:payment:1:TWICE-PENDING", "audit", outbox.StatusPending, twice("payment:1:TWICE-PENDING")},
 		{"payment:1:TWICE-DELIVERED", "audit", outbox.StatusDelivered, twice("payment:1:TWICE-DELIVERED")},

@@ -40,8 +40,27 @@ UPDATE outbox o
    AND NOT EXISTS (SELECT 1 FROM outbox b
                     WHERE b.effect_key = substr(o.effect_key, length(o.sink) + 3) AND b.sink = o.sink);
 
+-- outbox_effect_lock holds a row per effect key, whatever its sinks: the
+-- lock two ingests of one key take before either looks for a row of the
+-- key holding other content. The outbox's unique key, (effect_key, sink),
+-- makes two inserts of one key wait for each other only at a common sink:
+-- without this, two replicas whose routes share no sink (per-source routes,
+-- or a route being changed replica by replica) could each find no row of a
+-- payment key and post it with two contents. Each claim function upserts
+-- its effects' keys here, in key order, first; a second ingest of a key
+-- then waits for the first to end and sees its rows. Row locks live in the
+-- rows (a large file's tens of thousands hold no shared memory, as
+-- advisory locks would); rows not touched for the outbox's retention are
+-- pruned with it (store.Prune), as outbox_order's are.
+CREATE TABLE outbox_effect_lock (
+    effect_key text PRIMARY KEY,
+    touched_at timestamptz NOT NULL
+);
+CREATE INDEX outbox_effect_lock_touched_at ON outbox_effect_lock (touched_at);
+
 -- The two claim functions insert and find an effect's row by its key and
--- sink: restated whole, as 0013 left them but for that, and for a guard
+-- sink: restated whole, as 0013 left them but for that, for the lock of
+-- each effect key (outbox_effect_lock), and for a guard
 -- (ediwatch_refuse_sink_prefix): a replica of a build from before, calling
 -- them with the same arguments, fails when it names a further sink's row
 -- by its old "@SINK:" key, and works as before for every other row, which
@@ -145,6 +164,9 @@ BEGIN
         RETURN;
     END IF;
 
+    INSERT INTO outbox_effect_lock (effect_key, touched_at)
+    SELECT DISTINCT k.key, p_now FROM unnest(p_keys) AS k(key) ORDER BY 1
+    ON CONFLICT (effect_key) DO UPDATE SET touched_at = excluded.touched_at;
     FOR i IN 1..v_n LOOP
         v_key := NULL;
         v_hash := COALESCE(p_hashes[i], '');
@@ -234,6 +256,10 @@ DECLARE
     v_clear boolean;
 BEGIN
     PERFORM ediwatch_refuse_sink_prefix(p_effect_keys);
+    INSERT INTO outbox_effect_lock (effect_key, touched_at)
+    SELECT DISTINCT e.key, p_now FROM unnest(p_effect_sets, p_effect_keys) AS e(set_n, key)
+     WHERE p_statuses[e.set_n] = 'processed' ORDER BY 1
+    ON CONFLICT (effect_key) DO UPDATE SET touched_at = excluded.touched_at;
     SELECT NOT EXISTS (SELECT 1 FROM unnest(p_keys) AS k(key),
                        LATERAL (SELECT 1 FROM inbox i WHERE i.key = k.key LIMIT 1) AS i)
        AND NOT EXISTS (SELECT 1 FROM unnest(p_effect_sets, p_effect_keys, p_sinks) AS e(set_n, key, sink),

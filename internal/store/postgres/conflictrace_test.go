@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestEffectConflictAtOtherSinksConcurrently: two replicas claim, at
 // once, sets of other control numbers carrying one payment key with other
 // amounts, routed to other sinks (a route being changed replica by
-// replica). Each transaction's "no row of the key holds other content"
-// check reads before the other commits, and no unique index joins rows of
-// other sinks, so both insert: the payment key (the Idempotency-Key) is
-// posted with two amounts. At most one content may be posted; the other
-// claim is an effect conflict. Both claim functions: one set
+// replica). No unique index of the outbox joins rows of other sinks, so
+// each transaction's "no row of the key holds other content" check could
+// read before the other commits, and both post: the payment key (the
+// Idempotency-Key) with two amounts. The second claim waits on the key's
+// lock (outbox_effect_lock) until the first commits, and is then an effect
+// conflict; one content is posted. Both claim functions: one set
 // (ediwatch_claim_set) and a run's set-based path (ediwatch_claim_sets).
 func TestEffectConflictAtOtherSinksConcurrently(t *testing.T) {
 	now := time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC)
@@ -38,19 +41,11 @@ func TestEffectConflictAtOtherSinksConcurrently(t *testing.T) {
 			ctx := context.Background()
 			s := newStore(t).(*Store)
 			var outcomes [2]string
-			var txs [2]interface {
-				Commit(context.Context) error
-			}
-			for i, a := range [2][3]string{{"x12:1", "ledger", "h1"}, {"x12:2", "audit", "h2"}} {
-				tx, err := s.pool.Begin(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer tx.Rollback(ctx)
-				sql, args := claim(a[0], a[1], a[2])
+			run := func(i int, tx pgx.Tx, set, sink, hash string) error {
+				sql, args := claim(set, sink, hash)
 				rows, err := tx.Query(ctx, sql, args...)
 				if err != nil {
-					t.Fatal(err)
+					return err
 				}
 				for rows.Next() {
 					var n int32
@@ -58,21 +53,69 @@ func TestEffectConflictAtOtherSinksConcurrently(t *testing.T) {
 					var orig *string
 					var ins, conf []string
 					if err := rows.Scan(&n, &outcome, &orig, &ins, &conf); err != nil {
-						t.Fatal(err)
+						return err
 					}
 					if n == 1 {
 						outcomes[i] = outcome
 					}
 				}
-				if err := rows.Err(); err != nil {
-					t.Fatalf("claim %d: %v", i, err)
-				}
-				txs[i] = tx
+				return rows.Err()
 			}
-			for i, tx := range txs {
-				if err := tx.Commit(ctx); err != nil {
-					t.Logf("commit %d: %v", i, err) // a failure here is no defect: nothing posted twice
+			first, err := s.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer first.Rollback(ctx)
+			if err := run(0, first, "x12:1", "ledger", "h1"); err != nil {
+				t.Fatal(err)
+			}
+			// The second claims while the first is open; it commits in
+			// the background, and the first commits once the second
+			// either finished (both posted, the defect) or waits on a
+			// lock (for the first's effect key).
+			second := make(chan error, 1)
+			go func() {
+				tx, err := s.pool.Begin(ctx)
+				if err == nil {
+					defer tx.Rollback(ctx)
+					if err = run(1, tx, "x12:2", "audit", "h2"); err == nil {
+						err = tx.Commit(ctx)
+					}
 				}
+				second <- err
+			}()
+			var secondErr error
+			waited := false
+		wait:
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+				select {
+				case secondErr = <-second:
+					second <- secondErr
+					break wait
+				default:
+				}
+				var waiting int
+				if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+					WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+					t.Fatal(err)
+				}
+				if waiting > 0 {
+					waited = true
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := first.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if secondErr = <-second; secondErr != nil {
+				t.Fatalf("the second claim: %v", secondErr)
+			}
+			if !waited {
+				t.Error("the second claim did not wait for the first, which holds its effect key")
+			}
+			if outcomes[1] != "conflict" {
+				t.Errorf("the second claim, after waiting for the first: %s, want conflict", outcomes[1])
 			}
 			var hashes int
 			var sinks string

@@ -1604,10 +1604,14 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 	if err != nil {
 		return total, err
 	}
-	// Ordering locks of keys not inserted since (housekeeping, not
-	// counted; outbox ids are one global sequence, so this is safe).
+	// Ordering locks of keys not inserted since, and effect keys' locks
+	// (housekeeping, not counted; outbox ids are one global sequence, so
+	// this is safe; an effect key's lock only makes two ingests of it at
+	// once wait for each other).
 	if _, err := store.DeleteInBatches([]string{`DELETE FROM outbox_order WHERE (sink, ordering_key) IN (
-			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`}, batch, exec); err != nil {
+			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`,
+		`DELETE FROM outbox_effect_lock WHERE effect_key IN (
+			SELECT effect_key FROM outbox_effect_lock WHERE touched_at < $1 LIMIT $2)`}, batch, exec); err != nil {
 		return total, err
 	}
 	return total, nil

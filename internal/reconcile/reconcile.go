@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -117,38 +116,39 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 		}
 	}
 	// A payment routed to several sinks has a row at each, all under its
-	// effect key: it is enqueued once, and delivered when every one of its
-	// rows is (dead and stuck rows are counted of every sink).
+	// effect key: it is enqueued once, and delivered when it is delivered
+	// at every sink that has a row of it (at a sink with two rows, kept
+	// by migration 0014, by either; dead and stuck rows are counted of
+	// every sink).
 	type effect struct {
-		payload   payload
-		delivered bool
+		payload payload
+		sinks   map[string]bool // delivered there
 	}
 	enqueued := map[string]*effect{}
 	var order []string
 	for _, e := range f.Enqueued {
-		if strings.HasPrefix(e.EffectKey, "@") {
-			// A row migration 0014 left under its "@SINK:" key: a second
-			// row of a payment at a sink that has the payment's own row
-			// (effect keys never begin with "@"), counted by that row.
-			continue
+		ef := enqueued[e.EffectKey]
+		if ef == nil {
+			var p payload
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				continue
+			}
+			ef = &effect{payload: p, sinks: map[string]bool{}}
+			enqueued[e.EffectKey] = ef
+			order = append(order, e.EffectKey)
 		}
-		if ef := enqueued[e.EffectKey]; ef != nil {
-			ef.delivered = ef.delivered && e.Status == outbox.StatusDelivered
-			continue
-		}
-		var p payload
-		if err := json.Unmarshal(e.Payload, &p); err != nil {
-			continue
-		}
-		enqueued[e.EffectKey] = &effect{payload: p, delivered: e.Status == outbox.StatusDelivered}
-		order = append(order, e.EffectKey)
+		ef.sinks[e.Sink] = ef.sinks[e.Sink] || e.Status == outbox.StatusDelivered
 	}
 	for _, key := range order {
 		ef := enqueued[key]
 		py := payer(ef.payload.PayerID)
 		py.Enqueued++
 		py.EnqueuedAmount = py.EnqueuedAmount.Add(ef.payload.Amount)
-		if ef.delivered {
+		delivered := true
+		for _, at := range ef.sinks {
+			delivered = delivered && at
+		}
+		if delivered {
 			py.Delivered++
 			py.DeliveredAmount = py.DeliveredAmount.Add(ef.payload.Amount)
 		}

@@ -89,9 +89,13 @@ type ParsedPayment struct {
 	Summary json.RawMessage
 }
 
-// EnqueuedPayment is a payment.posted outbox row.
+// EnqueuedPayment is a payment.posted outbox row: one per sink of the
+// payment's route.
 type EnqueuedPayment struct {
+	// EffectKey is the payment's effect key, also of a row migration 0014
+	// kept under its "@SINK:" key (a second row of the payment at a sink).
 	EffectKey string
+	Sink      string
 	Status    string
 	Payload   json.RawMessage
 }

@@ -1531,7 +1531,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	rows, err = s.pool.Query(ctx, `SELECT effect_key, status, `+payloadCol+` FROM outbox
+	rows, err = s.pool.Query(ctx, `SELECT CASE WHEN left(effect_key, length(sink) + 2) = '@' || sink || ':'
+		THEN substr(effect_key, length(sink) + 3) ELSE effect_key END, sink, status, `+payloadCol+` FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= $1`, since)
 	if err != nil {
 		return f, err
@@ -1539,7 +1540,7 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	f.Enqueued, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
 		var payload []byte
-		if err := r.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
+		if err := r.Scan(&e.EffectKey, &e.Sink, &e.Status, &payload); err != nil {
 			return e, err
 		}
 		var err error

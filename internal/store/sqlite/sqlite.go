@@ -1344,7 +1344,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	rows, err = s.db.QueryContext(ctx, `SELECT effect_key, status, stored_payload FROM outbox
+	rows, err = s.db.QueryContext(ctx, `SELECT CASE WHEN substr(effect_key, 1, length(sink) + 2) = '@' || sink || ':'
+		THEN substr(effect_key, length(sink) + 3) ELSE effect_key END, sink, status, stored_payload FROM outbox
 		WHERE kind = 'payment.posted' AND created_at >= ?`, us(since))
 	if err != nil {
 		return f, err
@@ -1352,7 +1353,7 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	f.Enqueued, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.EnqueuedPayment, error) {
 		var e store.EnqueuedPayment
 		var payload []byte
-		if err := r.Scan(&e.EffectKey, &e.Status, &payload); err != nil {
+		if err := r.Scan(&e.EffectKey, &e.Sink, &e.Status, &payload); err != nil {
 			return e, err
 		}
 		var err error

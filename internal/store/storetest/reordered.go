@@ -87,9 +87,11 @@ func CheckReorderedUpgrade(t *testing.T, s store.Store) {
 // reconcile's report over s (storetest cannot import reconcile, whose
 // tests import it).
 type ReconciledPayer struct {
-	Enqueued       int
-	EnqueuedAmount x12.Money
-	UnknownEffects []string
+	Enqueued        int
+	EnqueuedAmount  x12.Money
+	Delivered       int
+	DeliveredAmount x12.Money
+	UnknownEffects  []string
 }
 
 // CheckReorderedReconcile checks reconcile's one payer over a store
@@ -147,5 +149,26 @@ func CheckDeadTwinUpgrade(t *testing.T, s store.Store) {
 	}
 	for _, r := range rows {
 		t.Errorf("row %d (%s at %s) delivered again after its effect was delivered at %s", r.ID, r.EffectKey, r.Sink, r.Sink)
+	}
+}
+
+// CheckDeadTwinReconcile checks reconcile's one payer over a store holding
+// LegacyDeadTwinRows migrated past 0014: the payment was delivered at both
+// its sinks (ledger by its "@ledger:" row, which keeps that key; the bare
+// key's dead row there discarded for it), so it counts as delivered, once,
+// of its amount: else the report shows a payment delivered everywhere as
+// undelivered money, for good.
+func CheckDeadTwinReconcile(t *testing.T, p ReconciledPayer) {
+	t.Helper()
+	pay, _ := legacyEffects(t)
+	var amount struct {
+		Amount x12.Money `json:"amount"`
+	}
+	if err := json.Unmarshal(pay.Payload, &amount); err != nil {
+		t.Fatal(err)
+	}
+	if p.Enqueued != 1 || p.Delivered != 1 || !p.DeliveredAmount.Equal(amount.Amount) {
+		t.Errorf("reconcile: the payment enqueued %d times, delivered %d times for %s; want once, delivered once for %s",
+			p.Enqueued, p.Delivered, p.DeliveredAmount, amount.Amount)
 	}
 }

@@ -34,9 +34,10 @@ type Effect struct {
 	// bytes, and packed outside the store's transaction.
 	Packed []byte `json:"-"`
 	// Hash is the SHA-256 (hex) of the effect's business content, without
-	// envelope keys or control numbers: an existing row of the same key
-	// and sink with the same hash is a business duplicate, with another
-	// hash a conflict.
+	// envelope keys or control numbers: an existing row of the same key at
+	// the same sink with the same hash is a business duplicate there; a row
+	// of the key at any sink with another hash makes the effect a conflict,
+	// inserted at no sink.
 	Hash string `json:"hash"`
 	// UnlessConflictIn, for an acknowledgment, is the key prefix of the
 	// sets it answers: it is not inserted when one of them was a key

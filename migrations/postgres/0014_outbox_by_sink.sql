@@ -125,6 +125,11 @@ DECLARE
     v_old_corr text;
 BEGIN
     PERFORM ediwatch_refuse_sink_prefix(p_keys);
+    -- The effect keys' locks first, as ediwatch_claim_sets takes them
+    -- before its inbox rows: one order, so the two never deadlock.
+    INSERT INTO outbox_effect_lock (effect_key, touched_at)
+    SELECT DISTINCT k.key, p_now FROM unnest(p_keys) AS k(key) ORDER BY 1
+    ON CONFLICT (effect_key) DO UPDATE SET touched_at = excluded.touched_at;
     INSERT INTO inbox (key, status, content_hash, set_type, reason, summary, source, path, file_sha256,
                        correlation_id, created_at, updated_at, key_sans_isa13, clean)
     VALUES (p_key, p_status, p_hash, p_type, p_reason, p_summary, p_source, p_path, p_file_sha256,
@@ -164,9 +169,6 @@ BEGIN
         RETURN;
     END IF;
 
-    INSERT INTO outbox_effect_lock (effect_key, touched_at)
-    SELECT DISTINCT k.key, p_now FROM unnest(p_keys) AS k(key) ORDER BY 1
-    ON CONFLICT (effect_key) DO UPDATE SET touched_at = excluded.touched_at;
     FOR i IN 1..v_n LOOP
         v_key := NULL;
         v_hash := COALESCE(p_hashes[i], '');

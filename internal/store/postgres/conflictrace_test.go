@@ -130,3 +130,74 @@ func TestEffectConflictAtOtherSinksConcurrently(t *testing.T) {
 		})
 	}
 }
+
+// TestEffectLocksBeforeInboxKeysInBothClaimFunctions: a large file's
+// transaction claims a run of sets with payment key K (ediwatch_claim_sets
+// takes K's lock, then its inbox keys) and stays open; another file's one
+// set X, with K too, is claimed meanwhile (ediwatch_claim_set); then the
+// large file claims X in a later run. Were the one-set claim to take X's
+// inbox key before K's lock, the two would wait for each other
+// (deadlock detected, one ingest rolled back); both functions take the
+// effect keys' locks first, so the one-set claim waits for the large file
+// and finds X claimed: a duplicate.
+func TestEffectLocksBeforeInboxKeysInBothClaimFunctions(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC)
+	const key = "payment:P:T1"
+	run := func(set string) []any {
+		return []any{[]string{set}, []string{"c-" + set}, []string{"835"}, []string{"processed"}, []string{""},
+			[]*string{nil}, []string{set}, "test", "big.835", "sha-big", "corr-big", now, []int32{1},
+			[]string{"payment.posted"}, []string{key}, []string{key}, []string{"ledger"}, [][]byte{[]byte("h")},
+			[]string{"h"}, []bool{false}}
+	}
+	ctx := context.Background()
+	s := newStore(t).(*Store)
+	big, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Rollback(ctx)
+	if _, err := big.Exec(ctx, claimSetsSQL, run("x12:Z")...); err != nil {
+		t.Fatal(err)
+	}
+	one := make(chan error, 1)
+	var outcome string
+	go func() {
+		tx, err := s.pool.Begin(ctx)
+		if err == nil {
+			defer tx.Rollback(ctx)
+			err = tx.QueryRow(ctx, `SELECT outcome FROM ediwatch_claim_set($1, 'c-x12:X', '835', 'processed', '', NULL,
+				'test', 'one.835', 'sha-one', 'corr-one', $2, $3, $4, $4, $5, $6, $7, 'x12:X', false)`, "x12:X", now,
+				[]string{"payment.posted"}, []string{key}, []string{"ledger"}, [][]byte{[]byte("h")}, []string{"h"}).Scan(&outcome)
+			if err == nil {
+				err = tx.Commit(ctx)
+			}
+		}
+		one <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the one-set claim never waited for the large file, which holds its effect key")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := big.Exec(ctx, claimSetsSQL, run("x12:X")...); err != nil {
+		t.Fatalf("the large file's later run: %v", err)
+	}
+	if err := big.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-one; err != nil {
+		t.Fatalf("the one-set claim: %v", err)
+	}
+	if outcome != "duplicate" {
+		t.Errorf("the one-set claim of X after the large file claimed it: %s, want duplicate", outcome)
+	}
+}

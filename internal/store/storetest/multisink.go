@@ -53,10 +53,7 @@ func testMultiSinkRowsPerEffectAndSink(t *testing.T, s store.Store) {
 	if o := r.Sets[0]; o.Outcome != inbox.BusinessDuplicate || len(o.EffectKeys) != 0 || len(r.AckKeys) != 1 {
 		t.Errorf("regenerated: %+v, acks %v", r.Sets, r.AckKeys)
 	}
-	other := Fixture(t, "835_changed_content.x12")
-	for _, rp := range [][2]string{{"000000101", "000000303"}, {"*101*X", "*303*X"}, {"GE*1*101", "GE*1*303"}} {
-		other = bytes.ReplaceAll(other, []byte(rp[0]), []byte(rp[1]))
-	}
+	other := renumbered(Fixture(t, "835_changed_content.x12"), "101", "303")
 	r = ingest("c.835", other)
 	if o := r.Sets[0]; o.Outcome != inbox.Conflict || len(o.EffectKeys) != 0 ||
 		!slices.Equal(o.ConflictKeys, []string{pay}) {
@@ -92,6 +89,34 @@ func rowsByKey(t *testing.T, s store.Store) map[string][]string {
 	return out
 }
 
+// ingestPaying ingests data as the file path of source "test" with
+// payments routed to the sinks named (acknowledgments to "acks", claims
+// to "ledger").
+func ingestPaying(t *testing.T, s store.Store, path string, data []byte, sinks ...string) *inbox.Report {
+	t.Helper()
+	opts := Options(t, s)
+	opts.Routes = map[string][]string{process.KindPayment: sinks, process.KindAck999: {"acks"},
+		process.KindAckTA1: {"acks"}, process.KindClaim: {"ledger"}}
+	r, err := inbox.Ingest(context.Background(), opts,
+		inbox.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path,
+			CorrelationID: store.NewCorrelationID(), Now: t0}, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// renumbered returns one of the 835 fixtures, whose interchange and group
+// control numbers are from, under to instead (three digits each): the
+// same document sent again under new control numbers.
+func renumbered(data []byte, from, to string) []byte {
+	for _, rp := range [][2]string{{"000000" + from, "000000" + to}, {"*" + from + "*X", "*" + to + "*X"},
+		{"GE*1*" + from, "GE*1*" + to}} {
+		data = bytes.ReplaceAll(data, []byte(rp[0]), []byte(rp[1]))
+	}
+	return data
+}
+
 // testRouteOrderDoesNotMatter: the outbox is keyed by effect key and sink,
 // so a payment sent again under new control numbers after its route's
 // sinks were reordered is a business duplicate at both (before, the
@@ -100,33 +125,17 @@ func rowsByKey(t *testing.T, s store.Store) map[string][]string {
 // sink put first in the route later gets a row of its own, the others
 // none. Every row carries the effect key as its Idempotency-Key.
 func testRouteOrderDoesNotMatter(t *testing.T, s store.Store) {
-	ingest := func(path string, data []byte, payments ...string) *inbox.Report {
-		t.Helper()
-		opts := Options(t, s)
-		opts.Routes = map[string][]string{process.KindPayment: payments, process.KindAck999: {"acks"},
-			process.KindAckTA1: {"acks"}, process.KindClaim: {"ledger"}}
-		r, err := inbox.Ingest(context.Background(), opts,
-			inbox.FileInfo{Source: "test", Path: path, Size: int64(len(data)), MTime: t0, SHA256: "sha-" + path,
-				CorrelationID: store.NewCorrelationID(), Now: t0}, bytes.NewReader(data))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
 	const pay = "payment:1512345678:EFT0001"
-	if r := ingest("a.835", Fixture(t, "835_canonical.x12"), "ledger", "audit"); r.Sets[0].Outcome != inbox.Processed {
+	if r := ingestPaying(t, s, "a.835", Fixture(t, "835_canonical.x12"), "ledger", "audit"); r.Sets[0].Outcome != inbox.Processed {
 		t.Fatalf("first: %+v", r.Sets)
 	}
 	regenerated := Fixture(t, "835_regenerated.x12")
-	if r := ingest("b.835", regenerated, "audit", "ledger"); r.Sets[0].Outcome != inbox.BusinessDuplicate ||
+	if r := ingestPaying(t, s, "b.835", regenerated, "audit", "ledger"); r.Sets[0].Outcome != inbox.BusinessDuplicate ||
 		len(r.Sets[0].EffectKeys) != 0 {
 		t.Errorf("sent again after the route was reordered: %+v", r.Sets)
 	}
-	again := regenerated
-	for _, rp := range [][2]string{{"000000202", "000000404"}, {"*202*X", "*404*X"}, {"GE*1*202", "GE*1*404"}} {
-		again = bytes.ReplaceAll(again, []byte(rp[0]), []byte(rp[1]))
-	}
-	if r := ingest("c.835", again, "archive", "audit", "ledger"); r.Sets[0].Outcome != inbox.Processed ||
+	again := renumbered(regenerated, "202", "404")
+	if r := ingestPaying(t, s, "c.835", again, "archive", "audit", "ledger"); r.Sets[0].Outcome != inbox.Processed ||
 		!slices.Equal(r.Sets[0].EffectKeys, []string{pay}) {
 		t.Errorf("sent again to a sink put first: %+v", r.Sets)
 	}
@@ -210,15 +219,7 @@ func CheckMultiSinkUpgrade(t *testing.T, s store.Store) {
 			t.Errorf("row %d discarded without a word: %q", i+1, row.LastError)
 		}
 	}
-	opts := Options(t, s)
-	opts.Routes = map[string][]string{process.KindPayment: {"audit", "ledger"}, process.KindAck999: {"acks"},
-		process.KindAckTA1: {"acks"}, process.KindClaim: {"ledger"}}
-	data := Fixture(t, "835_regenerated.x12")
-	r, err := inbox.Ingest(ctx, opts, inbox.FileInfo{Source: "test", Path: "b.835", Size: int64(len(data)), MTime: t0,
-		SHA256: "sha-b", CorrelationID: store.NewCorrelationID(), Now: t0}, bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := ingestPaying(t, s, "b.835", Fixture(t, "835_regenerated.x12"), "audit", "ledger")
 	if o := r.Sets[0]; o.Outcome != inbox.BusinessDuplicate || len(o.EffectKeys) != 0 {
 		t.Errorf("the payment sent again after the upgrade, its route reordered: %+v", r.Sets)
 	}

@@ -669,8 +669,12 @@ func commit(ctx context.Context, ing Ingestion, p *parsed) (*Report, error) {
 	if len(res.Sets) != len(p.meta) {
 		return nil, fmt.Errorf("ingest: %d results for %d sets", len(res.Sets), len(p.meta))
 	}
-	out := &Report{X12: p.x12, AckKeys: res.AckKeys, Sets: make([]SetReport, len(res.Sets)), Warnings: p.warnings}
+	// An effect's rows at several sinks share its key and come one after
+	// another: the report names it once.
+	out := &Report{X12: p.x12, AckKeys: slices.Compact(res.AckKeys), Sets: make([]SetReport, len(res.Sets)),
+		Warnings: p.warnings}
 	for i, s := range res.Sets {
+		s.EffectKeys, s.ConflictKeys = slices.Compact(s.EffectKeys), slices.Compact(s.ConflictKeys)
 		m := p.meta[i]
 		out.Sets[i] = SetReport{SetResult: s, Type: m.typ, Reason: m.reason, Unbalanced: m.unbalanced}
 	}

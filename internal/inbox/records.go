@@ -99,7 +99,8 @@ type SetResult struct {
 	// or conflict refers to; for a new claim, the file's own.
 	OriginalCorrelationID string
 	// EffectKeys are the effect keys of the outbox rows this set inserted,
-	// each once (an effect's rows at several sinks share its key).
+	// one per row: an effect's rows at several sinks share its key and
+	// come one after another (a Report names it once).
 	EffectKeys []string
 	// ConflictKeys are the set's effect keys that exist with other
 	// business content (outcome Conflict); none was inserted.

@@ -654,9 +654,6 @@ func (in *ingestion) readSets(br pgx.BatchResults, q queued) error {
 			return fmt.Errorf("ingest: claim %s: result %d out of order", q.keys[min(i, len(q.keys)-1)], n)
 		}
 		r.Key, r.Outcome = q.keys[i], outcomeOf(outcome)
-		// One row per effect and sink; the rows of one effect come one
-		// after another and are reported by their one effect key.
-		r.EffectKeys, r.ConflictKeys = slices.Compact(r.EffectKeys), slices.Compact(r.ConflictKeys)
 		if r.OriginalCorrelationID == in.s.CorrelationID {
 			// A new claim's own: one string for all of them, not one
 			// kept per set of a large file.
@@ -693,8 +690,6 @@ func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 			case errors.Is(err, pgx.ErrNoRows):
 			case err != nil:
 				return fmt.Errorf("ingest: ack %s: %w", q.key, err)
-			case len(in.result.AckKeys) > 0 && in.result.AckKeys[len(in.result.AckKeys)-1] == key:
-				// The same acknowledgment's row at its next sink.
 			default:
 				in.result.AckKeys = append(in.result.AckKeys, key)
 			}

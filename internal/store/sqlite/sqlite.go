@@ -425,7 +425,7 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 		}
 		switch {
 		case key != "":
-			res.EffectKeys = appendKey(res.EffectKeys, key)
+			res.EffectKeys = append(res.EffectKeys, key)
 		case conflictWith != nil && (len(res.ConflictKeys) == 0 || res.ConflictKeys[len(res.ConflictKeys)-1] != e.Key):
 			// One sighting per effect: its rows at several sinks come one
 			// after another, and the first in conflict records it.
@@ -543,16 +543,6 @@ func (in *ingestion) flushClaimed(ctx context.Context) error {
 	return nil
 }
 
-// appendKey appends key to keys unless it is keys' last: the rows of one
-// effect at its several sinks come one after another and are reported
-// by their one effect key.
-func appendKey(keys []string, key string) []string {
-	if len(keys) > 0 && keys[len(keys)-1] == key {
-		return keys
-	}
-	return append(keys, key)
-}
-
 // insertEffect inserts e unless its effect key has a row at its sink or a
 // row at any sink with other business content (both hashes known and
 // different: an effect conflict, which no sink gets, not even one new to
@@ -618,7 +608,7 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	}
 	key, _, err := in.insertEffect(ctx, e, "")
 	if key != "" {
-		in.result.AckKeys = appendKey(in.result.AckKeys, key)
+		in.result.AckKeys = append(in.result.AckKeys, key)
 	}
 	return err
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/reconcile"
+	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/migrations"
 )
@@ -101,14 +103,13 @@ func storeMigratedBefore(t *testing.T, version int) *Store {
 	return s
 }
 
-// TestUpgradeKeysTheOutboxByEffectAndSink: migration 0014 rebuilds the
-// outbox keyed by effect key and sink; rows of an effect at further sinks,
-// stored under "@SINK:" keys by the release before, are found by their
-// effect key (storetest.CheckMultiSinkUpgrade).
-func TestUpgradeKeysTheOutboxByEffectAndSink(t *testing.T) {
+// TestUpgradeTo0014RefusesTheBuildBefore: the rebuilt outbox has its
+// indexes and trigger again, and an insert on the effect key alone, as the
+// build before wrote every row, fails rather than give a further sink a
+// second row.
+func TestUpgradeTo0014RefusesTheBuildBefore(t *testing.T) {
 	ctx := context.Background()
 	s := upgradedWith(t, storetest.LegacyMultiSinkRows(t))
-	storetest.CheckMultiSinkUpgrade(t, s)
 	var indexes int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE tbl_name = 'outbox'
 		AND type IN ('index', 'trigger')`).Scan(&indexes); err != nil || indexes != 9 {
@@ -142,4 +143,26 @@ func upgradedWith(t *testing.T, rows []storetest.LegacyRow) *Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestUpgradeTo0014: migration 0014 keys the outbox by effect key and
+// sink; the rows the release before left under "@SINK:" keys are found by
+// their effect key, pairs of rows of one effect at one sink are delivered
+// at most once more, and reconcile counts each payment once
+// (storetest.Upgrade0014).
+func TestUpgradeTo0014(t *testing.T) {
+	storetest.Upgrade0014(t, func(t *testing.T, rows []storetest.LegacyRow) store.Store { return upgradedWith(t, rows) },
+		func(t *testing.T, s store.Store) storetest.ReconciledPayer {
+			t.Helper()
+			rep, err := reconcile.Run(context.Background(), s.(store.Reconciler), time.Unix(0, 0), 24*time.Hour, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Payers) != 1 {
+				t.Fatalf("payers %+v", rep.Payers)
+			}
+			p := rep.Payers[0]
+			return storetest.ReconciledPayer{Enqueued: p.Enqueued, EnqueuedAmount: p.EnqueuedAmount,
+				Delivered: p.Delivered, DeliveredAmount: p.DeliveredAmount, UnknownEffects: p.UnknownEffects}
+		})
 }

@@ -172,3 +172,24 @@ func CheckDeadTwinReconcile(t *testing.T, p ReconciledPayer) {
 			p.Enqueued, p.Delivered, p.DeliveredAmount, amount.Amount)
 	}
 }
+
+// Upgrade0014 checks a driver's migration 0014 on rows the release before
+// left: upgraded returns a store that held rows so and was migrated since;
+// payer returns the one payer of reconcile's report over a store (the
+// drivers' tests import reconcile, which this package's cannot).
+func Upgrade0014(t *testing.T, upgraded func(*testing.T, []LegacyRow) store.Store,
+	payer func(*testing.T, store.Store) ReconciledPayer) {
+	t.Run("KeysTheOutboxByEffectAndSink", func(t *testing.T) {
+		CheckMultiSinkUpgrade(t, upgraded(t, LegacyMultiSinkRows(t)))
+	})
+	t.Run("AfterAReorderedRouteKeepsEffectsWhole", func(t *testing.T) {
+		s := upgraded(t, LegacyReorderedRows(t))
+		CheckReorderedUpgrade(t, s)
+		CheckReorderedReconcile(t, payer(t, s))
+	})
+	t.Run("DiscardsADeadRowOfAnEffectDeliveredAtItsSink", func(t *testing.T) {
+		s := upgraded(t, LegacyDeadTwinRows(t))
+		CheckDeadTwinUpgrade(t, s)
+		CheckDeadTwinReconcile(t, payer(t, s))
+	})
+}

@@ -51,7 +51,7 @@ type Deliverer interface {
 // Idempotency-Key, its effect key, at every sink it is routed to.
 func (row Row) Message() sink.Message {
 	return sink.Message{EffectKey: row.EffectKey, Kind: row.Kind, CorrelationID: row.CorrelationID,
-		Payload: row.Payload, CreatedAt: row.CreatedAt}
+		Payload: row.Payload, CreatedAt: row.CreatedAt, Attempt: row.Attempts}
 }
 
 // RelayConfig tunes the relay.

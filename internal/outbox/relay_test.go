@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -315,5 +316,42 @@ func TestClassify(t *testing.T) {
 		if r.Outcome != tc.want || r.RetryAfter != tc.wait {
 			t.Errorf("%d %q: %v %s", tc.status, tc.after, r.Outcome, r.RetryAfter)
 		}
+	}
+}
+
+// attemptsSeen is a sink that fails twice, then delivers, noting the
+// attempt number each message carries.
+type attemptsSeen struct {
+	mu   sync.Mutex
+	seen []int
+}
+
+func (a *attemptsSeen) Deliver(_ context.Context, msg sink.Message, _ time.Time) sink.Result {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.seen = append(a.seen, msg.Attempt)
+	if len(a.seen) < 3 {
+		return sink.Result{Outcome: sink.Retry, Err: "not yet"}
+	}
+	return sink.Result{Outcome: sink.Delivered}
+}
+
+// TestMessageCarriesTheAttemptNumber: a sink learns which attempt of the
+// row it makes (the SFTP sink names its temporary file by it), counted
+// by the store.
+func TestMessageCarriesTheAttemptNumber(t *testing.T) {
+	h := newHarness(t, newReceiver(t, func(int) (int, http.Header) { return 200, nil }), outbox.RelayConfig{})
+	ledger := &attemptsSeen{}
+	h.r = outbox.NewRelay(outbox.RelayConfig{BackoffBase: time.Second, BackoffMax: time.Minute}, h.st,
+		map[string]outbox.Deliverer{"ledger": ledger, "acks": &attemptsSeen{seen: []int{0, 0}}}, zap.NewNop(), h.m)
+	h.r.SetClock(func() time.Time { return h.clock })
+	for range 5 {
+		h.round(t)
+	}
+	if !slices.Equal(ledger.seen, []int{1, 2, 3}) {
+		t.Errorf("attempt numbers %v, want [1 2 3]", ledger.seen)
+	}
+	if p := h.payment(t); p.Status != outbox.StatusDelivered || p.Attempts != 3 {
+		t.Errorf("row %s", brief(p))
 	}
 }

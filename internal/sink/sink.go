@@ -41,6 +41,11 @@ type Message struct {
 	Payload       json.RawMessage
 	// CreatedAt is when the effect was recorded (the event time).
 	CreatedAt time.Time
+	// Attempt counts the attempts to deliver the row to this sink, this
+	// one included (1 for the first; a replay from the dead-letter queue
+	// starts again at 1); 0 when unknown. Two holders of one row at once
+	// (a lease that lapsed) never have the same number.
+	Attempt int
 }
 
 // Outcome is what a delivery attempt decided.

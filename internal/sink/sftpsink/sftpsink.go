@@ -3,9 +3,10 @@
 // (ack.999, ack.ta1) as its raw X12 (one interchange per file), every other
 // kind as its CloudEvents JSON event.
 //
-// A file is uploaded under its final name plus a random part and a
-// temporary suffix (each upload its own, so two uploads of one row at once
-// never write or rename each other's file) and renamed into place with
+// A file is uploaded under its final name plus a part that follows from
+// the attempt and a temporary suffix (each upload its own, so two uploads
+// of one row at once never write or rename each other's file; the next
+// attempt removes the one a killed attempt left) and renamed into place with
 // SFTP's rename, which never replaces a file. With Rename off (servers
 // without RENAME) the final name is written directly. Either way the final
 // name is deterministic from the effect, so a retry after a crash finds the
@@ -61,7 +62,7 @@ type Config struct {
 	// Directory receives the files.
 	Directory string
 	// TempSuffix ends the temporary name of an upload, the final name
-	// plus a random part (default DefaultTempSuffix).
+	// plus 12 hex digits (default DefaultTempSuffix).
 	TempSuffix string
 	// Direct writes the final name directly (rename: false), for servers
 	// without RENAME.
@@ -284,7 +285,7 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	final := path.Join(s.cfg.Directory, name)
-	err = s.conn.Do(ctx, func(c *sftp.Client) error { return s.put(c, final, body) })
+	err = s.conn.Do(ctx, func(c *sftp.Client) error { return s.put(c, final, body, msg) })
 	if err != nil {
 		return sink.Result{Outcome: sink.Retry, Err: fmt.Sprintf("sftp %s: %v", s.cfg.Conn.Address, err),
 			Timeout: errors.Is(err, context.DeadlineExceeded)}
@@ -342,18 +343,23 @@ func (s *SFTP) seal(effect, name string, body []byte) ([]byte, error) {
 
 // put writes body to final (through a temporary name unless Direct),
 // checked by size while open.
-func (s *SFTP) put(c *sftp.Client, final string, body []byte) error {
+func (s *SFTP) put(c *sftp.Client, final string, body []byte, msg sink.Message) error {
 	target := final
 	if !s.cfg.Direct {
-		// Each upload has its own temporary name: two uploads of one row
-		// at once (a lease lapsed mid-upload) must not truncate or
-		// rename each other's file, or the final name would show a
-		// partial one.
-		var r [6]byte
-		if _, err := rand.Read(r[:]); err != nil {
+		var err error
+		if target, err = s.tempName(final, msg, msg.Attempt); err != nil {
 			return err
 		}
-		target = final + "." + hex.EncodeToString(r[:]) + s.cfg.TempSuffix
+		if msg.Attempt > 1 {
+			// The attempt before, killed between its upload and its
+			// rename, left its temporary file; no one else knows its
+			// name. A holder of that attempt still uploading (its lease
+			// lapsed) loses its file and fails, as it must.
+			prev, _ := s.tempName(final, msg, msg.Attempt-1)
+			if err := c.Remove(prev); err != nil && !errors.Is(err, os.ErrNotExist) && !isStatus(err) {
+				return fmt.Errorf("remove %s: %w", path.Base(prev), err)
+			}
+		}
 	}
 	s.removeLeftovers(c)
 	if err := s.upload(c, target, final, body); err != nil {
@@ -363,6 +369,32 @@ func (s *SFTP) put(c *sftp.Client, final string, body []byte) error {
 		return err
 	}
 	return nil
+}
+
+// tempName is the temporary name of attempt of msg's upload to final: the
+// final name, 12 hex digits and TempSuffix. Each upload has its own: two
+// uploads of one row at once (a lease lapsed mid-upload) must not truncate
+// or rename each other's file, or the final name would show a partial
+// one, and the two holders of a row have different attempt numbers. The
+// digits follow from the sink, the effect and the attempt, so the next
+// attempt finds the file of one that was killed before its rename; an
+// attempt of unknown number (0) draws them at random.
+func (s *SFTP) tempName(final string, msg sink.Message, attempt int) (string, error) {
+	var d [6]byte
+	if attempt > 0 {
+		h := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%d", s.cfg.Name, msg.EffectKey, attempt))
+		copy(d[:], h[:])
+	} else if _, err := rand.Read(d[:]); err != nil {
+		return "", err
+	}
+	return final + "." + hex.EncodeToString(d[:]) + s.cfg.TempSuffix, nil
+}
+
+// isStatus reports whether err is the server's answer (the connection
+// stands).
+func isStatus(err error) bool {
+	var se *sftp.StatusError
+	return errors.As(err, &se)
 }
 
 // maxLeftovers bounds the temporary files kept for removal.

@@ -359,6 +359,54 @@ func TestConnectionDroppedMidUpload(t *testing.T) {
 	}
 }
 
+// TestNextAttemptRemovesTheTemporaryFileOfAKilledOne: an upload cut
+// mid-file by a process that then dies (its memory of the temporary file
+// lost with it) leaves a temporary file in the partner's folder; the
+// row's next attempt, in a new process, removes it and delivers the one
+// file.
+func TestNextAttemptRemovesTheTemporaryFileOfAKilledOne(t *testing.T) {
+	sshd := testenv.OpenSSH(t)
+	dir := folder(t, sshd)
+	proxy := newCutProxy(t, sshd.Addr)
+	kh, err := os.ReadFile(sshd.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(sshd.Addr)
+	phost, pport, _ := net.SplitHostPort(proxy.ln.Addr().String())
+	viaProxy := sshd
+	viaProxy.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(viaProxy.KnownHosts, []byte(strings.ReplaceAll(string(kh), "["+host+"]:"+port, "["+phost+"]:"+pport)), 0o600)
+	ctx := context.Background()
+	big := sink.Message{EffectKey: "payment:BIG:1", Kind: "payment.posted", CreatedAt: t0, Attempt: 1,
+		Payload: json.RawMessage(`{"note":"` + strings.Repeat("0123456789", 100_000) + `"}`)}
+	name, body, err := sftpsink.FileName(sftpsink.DefaultName, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := newSink(t, viaProxy, proxy.ln.Addr().String(), dir, nil)
+	proxy.after.Store(300_000) // well into the 1 MB upload
+	if res := killed.Deliver(ctx, big, time.Now()); res.Outcome != sink.Retry {
+		t.Fatalf("cut delivery: %+v", res)
+	}
+	if parts, _ := filepath.Glob(filepath.Join(dir, name+".*.part")); len(parts) != 1 {
+		t.Fatalf("temporary files after the cut: %v", parts)
+	}
+	// The process dies: a new one (a new sink, nothing remembered)
+	// makes the row's second attempt.
+	restarted := newSink(t, sshd, "", dir, nil)
+	big.Attempt = 2
+	if res := restarted.Deliver(ctx, big, time.Now()); res.Outcome != sink.Delivered {
+		t.Fatalf("second attempt: %+v", res)
+	}
+	if got := files(t, dir); len(got) != 1 || got[0] != name {
+		t.Fatalf("files %v, want %s alone", got, name)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); !bytes.Equal(b, body) {
+		t.Errorf("delivered file is %d bytes, want %d", len(b), len(body))
+	}
+}
+
 // TestPermissionErrorIsRetriedThenDeadLettered: a folder the SFTP user
 // may not write to makes every attempt fail; the relay retries, then
 // dead-letters the row with the server's reason, and no file content

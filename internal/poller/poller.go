@@ -990,6 +990,11 @@ func lastInterchangeOpen(r io.ReaderAt, size int64) bool {
 		return false
 	}
 	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(head) < 4 && bytes.HasPrefix([]byte("ISA"), head) {
+		// Empty, or not past "ISA" yet: an upload stalled at its first
+		// bytes (rejected as it is once the grace has passed).
+		return true
+	}
 	if len(head) < 4 || !bytes.HasPrefix(head, []byte("ISA")) || isAlnum(head[3]) {
 		return false // not X12
 	}

@@ -434,6 +434,10 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	finalHits := 0
 	// Candidates are large; files known final need none.
 	matched := make([]candidate, 0, max(len(entries)-len(final), 16))
+	// listed: the candidates' paths. A server may name a file twice in a
+	// listing (overlapping pages); taken twice at once, its second ingest
+	// would be a duplicate no partner sent.
+	listed := make(map[string]struct{}, cap(matched))
 	for _, e := range entries {
 		if final != nil && knownFinal(e) {
 			finalHits++ // skipped below, with no more work than this
@@ -462,6 +466,10 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		} else if p.cfg.DoneMarker != "" {
 			c.marker, c.hasMarker = present[p.marker(e.Name)]
 		}
+		if _, twice := listed[e.Path]; twice {
+			continue
+		}
+		listed[e.Path] = struct{}{}
 		matched = append(matched, c)
 	}
 	st.Listed = len(matched) + finalHits

@@ -762,7 +762,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 			return st
 		}
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "download").Inc()
-		p.fail(ctx, c, "download", err, log)
+		p.fail(ctx, c, fence, "download", err, log)
 		st.Failed++
 		return st
 	}
@@ -793,7 +793,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 				return st
 			}
 			p.m.PollErrors.WithLabelValues(p.cfg.Name, "decrypt").Inc()
-			p.fail(ctx, c, "decrypt", err, log)
+			p.fail(ctx, c, fence, "decrypt", err, log)
 			st.Failed++
 			return st
 		case refused == pgp.ReasonCorrupt && p.young(e):
@@ -843,7 +843,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 			return st
 		}
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "ingest").Inc()
-		p.fail(ctx, c, "ingest", err, log)
+		p.fail(ctx, c, fence, "ingest", err, log)
 		st.Failed++
 		return st
 	}
@@ -1077,8 +1077,18 @@ func (c *capWriter) Write(b []byte) (int, error) {
 }
 
 // fail records a failed attempt: retried on later polls with backoff, or,
-// after MaxAttempts, failed for good.
-func (p *Poller) fail(ctx context.Context, c candidate, stage string, err error, log *zap.Logger) {
+// after MaxAttempts, failed for good. Only while this poller holds the
+// directory lease: a replica that lost it may fail at a file the new
+// holder has ingested since, and must not overwrite that ledger row.
+func (p *Poller) fail(ctx context.Context, c candidate, fence inbox.Fence, stage string, err error, log *zap.Logger) {
+	if lerr := p.st.CheckLease(ctx, fence, p.now()); lerr != nil {
+		if ctx.Err() == nil {
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
+			log.Warn("file not ingested; failure left unrecorded: the directory lease is not confirmed",
+				zap.String("stage", stage), zap.Error(err), zap.NamedError("lease", lerr))
+		}
+		return
+	}
 	attempts := 1
 	if c.hasPrev && c.prev.Status == inbox.FileRetrying {
 		attempts = c.prev.Attempts + 1

@@ -304,6 +304,12 @@ type candidate struct {
 	prev     inbox.FileState
 	hasPrev  bool
 	postOnly bool
+	// ingested: the ledger holds the file read (ingested or rejected), at
+	// its size and mtime, and not yet deleted or moved, but the file is not
+	// claimed: it is that version only if its SHA-256 is the ledger's. (Post-processing may
+	// have removed that version without being recorded; a new upload of
+	// the same size and mtime is then another file.)
+	ingested bool
 }
 
 // claimSuffix joins a file's name and its claim's correlation id in its
@@ -531,15 +537,20 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		e := c.e
 		prev, has := states[c.ledger]
 		same := has && prev.Size == e.Size && prev.MTime.Equal(e.MTime)
-		if same && prev.Status == inbox.FileIngested && prev.PostDone && p.cfg.After != "leave" {
+		// read: the ledger's version was read, ingested or rejected, and so
+		// is post-processed (one rejected unread, over max_file_size, is
+		// left where it is).
+		read := prev.Status == inbox.FileIngested || prev.Status == inbox.FileRejected && prev.SHA256 != ""
+		if same && read && prev.PostDone && p.cfg.After != "leave" {
 			// Post-processing removed the version the ledger describes, so
 			// this one is another version with the same size and mtime.
 			same = false
 		}
 		switch {
 		case same && (prev.Status == inbox.FileIngested || prev.Status == inbox.FileRejected):
-			if prev.Status == inbox.FileIngested && p.cfg.After != "leave" && !prev.PostDone {
-				c.prev, c.hasPrev, c.postOnly = prev, true, true
+			if read && p.cfg.After != "leave" && !prev.PostDone {
+				c.prev, c.hasPrev = prev, true
+				c.postOnly, c.ingested = c.claimed, !c.claimed
 				todo = append(todo, *c)
 			} else {
 				markFinal(c)
@@ -774,6 +785,14 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 		// Changed while downloading: it is not stable after all.
 		p.forget(dir, e.Path)
 		log.Info("file changed during download; retried when stable", zap.Int64("listed", e.Size), zap.Int64("read", n))
+		return st
+	}
+	if c.ingested && c.prev.SHA256 == sum {
+		// The version ingested: only its post-processing is left.
+		log.Info("file already ingested; post-processing it", zap.String("sha256", sum))
+		if p.postProcess(ctx, c, e, fence) {
+			st.PostProcessed++
+		}
 		return st
 	}
 	// The plaintext: the spool itself, or the decrypted message.

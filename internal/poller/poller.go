@@ -41,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -449,7 +450,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 			finalHits++ // skipped below, with no more work than this
 			continue
 		}
-		c := candidate{e: e, ledger: e.Path, name: e.Name}
+		c := candidate{e: e, ledger: ledgerPath(e.Path), name: e.Name}
 		var m []string
 		if strings.Contains(e.Name, claimSuffix) { // most names are not: no regexp for them
 			m = claimName.FindStringSubmatch(e.Name)
@@ -466,7 +467,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 				continue // another source's claim
 			}
 			c.name, c.claimID, c.claimed = m[1], m[2], true
-			c.ledger = path.Join(path.Dir(e.Path), c.name)
+			c.ledger = ledgerPath(path.Join(path.Dir(e.Path), c.name))
 		} else if p.isMarker(e.Name) || !p.matches(e.Name) {
 			continue
 		} else if p.cfg.DoneMarker != "" {
@@ -527,7 +528,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		if nextFinal == nil {
 			nextFinal = keptFinal(len(matched))
 		}
-		nextFinal[c.ledger] = fileVersion{c.e.Size, c.e.MTime}
+		nextFinal[c.e.Path] = fileVersion{c.e.Size, c.e.MTime}
 	}
 	p.mu.Lock()
 	obs := p.seen[dir]
@@ -630,6 +631,28 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	}
 	g.Wait()
 	return st, ctx.Err()
+}
+
+// ledgerPath is the path the store knows the file at p by: p itself when
+// it is UTF-8, as names almost always are; else p with each byte that is
+// not UTF-8 written \xNN (a partner naming files in Latin-1), since
+// PostgreSQL's text holds only UTF-8 and one such name would fail the
+// directory's ledger query, and with it every poll of the directory.
+func ledgerPath(p string) string {
+	if utf8.ValidString(p) {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRuneInString(p[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02X`, p[i])
+		} else {
+			b.WriteString(p[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // young reports whether e is within the incomplete grace.

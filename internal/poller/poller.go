@@ -349,8 +349,25 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 		err = cause
 	}
 	p.recordPoll(ctx, dir, fence, err)
+	if errors.Is(err, errListing) && ctx.Err() == nil {
+		// This replica cannot list the drop (its route to the server, its
+		// address, its DNS); another may. Renewed at every poll, the lease
+		// would keep the directory from a replica that can: it is given
+		// up, for whichever replica polls next.
+		cancel(nil)
+		<-heartbeat
+		p.mu.Lock()
+		delete(p.leases, lease)
+		p.mu.Unlock()
+		if rerr := p.st.ReleaseLease(ctx, lease, p.cfg.Holder, token); rerr != nil && ctx.Err() == nil {
+			p.log.Warn("release lease", zap.String("lease", lease), zap.Error(rerr))
+		}
+	}
 	return st, err
 }
+
+// errListing marks a poll that failed at its listing.
+var errListing = errors.New("list")
 
 // maxPollError bounds the poll error the store keeps.
 const maxPollError = 500
@@ -415,7 +432,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	entries, err := p.src.List(ctx, dir)
 	if err != nil {
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "list").Inc()
-		return st, fmt.Errorf("list: %w", err)
+		return st, fmt.Errorf("%w: %w", errListing, err)
 	}
 	// Names are looked up only to pair files with their done markers.
 	var present map[string]Entry

@@ -141,6 +141,12 @@ type Poller struct {
 	// ledger is not asked about it again: a steady directory's poll is
 	// its listing.
 	final map[string]map[string]fileVersion
+	// verified: path -> the size and mtime at which an unclaimed file (the
+	// server refuses renames) was found by its SHA-256 to be the version
+	// the ledger holds ingested, and has not been deleted or moved yet:
+	// while its post-processing fails, later polls retry it without
+	// downloading it again.
+	verified map[string]fileVersion
 }
 
 // fileVersion is a file's size and mtime as listed.
@@ -203,7 +209,7 @@ func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m
 	ing.Store = st
 	return &Poller{cfg: cfg, src: src, st: st, ingest: ing, log: log.With(zap.String("source", cfg.Name)), m: m,
 		now: func() time.Time { return time.Now().UTC() }, seen: map[string]map[string]observation{},
-		leases: map[string]int64{}, final: map[string]map[string]fileVersion{}}
+		leases: map[string]int64{}, final: map[string]map[string]fileVersion{}, verified: map[string]fileVersion{}}
 }
 
 // Run polls every PollInterval (with jitter) until ctx is cancelled, then
@@ -568,7 +574,9 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		case same && (prev.Status == inbox.FileIngested || prev.Status == inbox.FileRejected):
 			if read && p.cfg.After != "leave" && !prev.PostDone {
 				c.prev, c.hasPrev = prev, true
-				c.postOnly, c.ingested = c.claimed, !c.claimed
+				v, ok := p.verified[e.Path]
+				c.postOnly = c.claimed || ok && v.size == e.Size && v.mtime.Equal(e.MTime)
+				c.ingested = !c.postOnly
 				todo = append(todo, *c)
 			} else {
 				markFinal(c)
@@ -830,6 +838,11 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 	if c.ingested && c.prev.SHA256 == sum {
 		// The version ingested: only its post-processing is left.
 		log.Info("file already ingested; post-processing it", zap.String("sha256", sum))
+		if !c.claimed {
+			p.mu.Lock()
+			p.verified[e.Path] = fileVersion{e.Size, e.MTime}
+			p.mu.Unlock()
+		}
 		if p.postProcess(ctx, c, e, fence) {
 			st.PostProcessed++
 		}
@@ -1221,6 +1234,12 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence in
 	}
 	if err == nil {
 		err = p.dispose(ctx, e.Path, c.name)
+	}
+	if err == nil && !c.claimed {
+		// Gone: a file of the same size and mtime there now is another.
+		p.mu.Lock()
+		delete(p.verified, e.Path)
+		p.mu.Unlock()
 	}
 	if err == nil && !c.claimed {
 		p.disposeMarker(ctx, c, log)

@@ -113,3 +113,27 @@ func TestFailedPostProcessingOfARejectedFileIsRetried(t *testing.T) {
 		t.Errorf("counts %+v", c)
 	}
 }
+
+// TestFailingDeleteOfAnUnclaimedFileIsVerifiedOnce: where the server
+// refuses renames, a file ingested whose delete keeps failing is read
+// again once, to check it is the version ingested, and then only its
+// delete is retried: no download per poll.
+func TestFailingDeleteOfAnUnclaimedFileIsVerifiedOnce(t *testing.T) {
+	dir := t.TempDir()
+	remitFile(t, dir, "era.835", x12gen.Remit{Control: 4401, Trace: "VERIFY-ONCE"})
+	src := &flaky{Source: refusingRenames{}}
+	src.failRemove.Store(3)
+	h := newHarness(t, src, []string{dir}, func(c *poller.Config) { c.After = "delete" })
+	for range 6 {
+		h.poll(t)
+	}
+	if n := src.opens.Load(); n != 2 {
+		t.Errorf("%d downloads, want 2 (the ingest, one check)", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("drop holds %v", left)
+	}
+	if c := h.counts(t); c.Inbox["processed"] != 1 || c.Sightings["duplicate"] != 0 {
+		t.Errorf("counts %+v", c)
+	}
+}

@@ -167,3 +167,48 @@ func TestLostLeaseStopsThePoll(t *testing.T) {
 		t.Error("the file is gone")
 	}
 }
+
+// failingOpen runs a hook when a download starts, then fails it.
+type failingOpen struct {
+	poller.Source
+	hook func()
+}
+
+func (f *failingOpen) Open(ctx context.Context, p string) (io.ReadCloser, error) {
+	f.hook()
+	return nil, errors.New("connection lost")
+}
+
+// TestReplicaThatLostItsLeaseRecordsNoFailure: the lease passes to
+// another replica while a download is under way, before the old holder
+// notices; the new holder ingests the file; then the old holder's download
+// fails. The failure is the old holder's alone: it does not overwrite the
+// new holder's ledger row (the file would be taken again, as a duplicate).
+func TestReplicaThatLostItsLeaseRecordsNoFailure(t *testing.T) {
+	dir := t.TempDir()
+	put(t, dir, "a.835", storetest.Fixture(t, "835_canonical.x12"))
+	src := &failingOpen{Source: local.Source{}}
+	h := newHarness(t, src, []string{dir}, func(c *poller.Config) { c.Holder, c.LeaseTTL = "first", time.Hour })
+	thief := newHarnessOn(t, h.st, local.Source{}, []string{dir}, func(c *poller.Config) { c.Holder = "thief" })
+	lease := "poll:acme:" + dir
+	src.hook = func() {
+		steal(t, h.st, lease)
+		thief.poll(t)
+		thief.poll(t)
+	}
+	h.p.PollOnce(context.Background())
+	h.p.PollOnce(context.Background())
+	states, err := h.st.FileStates(context.Background(), "acme", []string{filepath.Join(dir, "a.835")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := states[filepath.Join(dir, "a.835")]; s.Status != inbox.FileIngested {
+		t.Errorf("ledger row %+v, want the new holder's ingested row", s)
+	}
+	if s := thief.poll(t); s.Downloaded != 0 {
+		t.Errorf("the new holder took the file again: %+v", s)
+	}
+	if c := h.counts(t); c.Sightings["duplicate"] != 0 {
+		t.Errorf("counts %+v", c)
+	}
+}

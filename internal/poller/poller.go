@@ -41,6 +41,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
@@ -140,6 +141,12 @@ type Poller struct {
 	// ledger is not asked about it again: a steady directory's poll is
 	// its listing.
 	final map[string]map[string]fileVersion
+	// verified: path -> the size and mtime at which an unclaimed file (the
+	// server refuses renames) was found by its SHA-256 to be the version
+	// the ledger holds ingested, and has not been deleted or moved yet:
+	// while its post-processing fails, later polls retry it without
+	// downloading it again.
+	verified map[string]fileVersion
 }
 
 // fileVersion is a file's size and mtime as listed.
@@ -202,7 +209,7 @@ func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m
 	ing.Store = st
 	return &Poller{cfg: cfg, src: src, st: st, ingest: ing, log: log.With(zap.String("source", cfg.Name)), m: m,
 		now: func() time.Time { return time.Now().UTC() }, seen: map[string]map[string]observation{},
-		leases: map[string]int64{}, final: map[string]map[string]fileVersion{}}
+		leases: map[string]int64{}, final: map[string]map[string]fileVersion{}, verified: map[string]fileVersion{}}
 }
 
 // Run polls every PollInterval (with jitter) until ctx is cancelled, then
@@ -304,6 +311,12 @@ type candidate struct {
 	prev     inbox.FileState
 	hasPrev  bool
 	postOnly bool
+	// ingested: the ledger holds the file read (ingested or rejected), at
+	// its size and mtime, and not yet deleted or moved, but the file is not
+	// claimed: it is that version only if its SHA-256 is the ledger's. (Post-processing may
+	// have removed that version without being recorded; a new upload of
+	// the same size and mtime is then another file.)
+	ingested bool
 }
 
 // claimSuffix joins a file's name and its claim's correlation id in its
@@ -342,8 +355,25 @@ func (p *Poller) pollDir(ctx context.Context, dir string) (Stats, error) {
 		err = cause
 	}
 	p.recordPoll(ctx, dir, fence, err)
+	if errors.Is(err, errListing) && ctx.Err() == nil {
+		// This replica cannot list the drop (its route to the server, its
+		// address, its DNS); another may. Renewed at every poll, the lease
+		// would keep the directory from a replica that can: it is given
+		// up, for whichever replica polls next.
+		cancel(nil)
+		<-heartbeat
+		p.mu.Lock()
+		delete(p.leases, lease)
+		p.mu.Unlock()
+		if rerr := p.st.ReleaseLease(ctx, lease, p.cfg.Holder, token); rerr != nil && ctx.Err() == nil {
+			p.log.Warn("release lease", zap.String("lease", lease), zap.Error(rerr))
+		}
+	}
 	return st, err
 }
+
+// errListing marks a poll that failed at its listing.
+var errListing = errors.New("list")
 
 // maxPollError bounds the poll error the store keeps.
 const maxPollError = 500
@@ -408,7 +438,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	entries, err := p.src.List(ctx, dir)
 	if err != nil {
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "list").Inc()
-		return st, fmt.Errorf("list: %w", err)
+		return st, fmt.Errorf("%w: %w", errListing, err)
 	}
 	// Names are looked up only to pair files with their done markers.
 	var present map[string]Entry
@@ -434,12 +464,16 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	finalHits := 0
 	// Candidates are large; files known final need none.
 	matched := make([]candidate, 0, max(len(entries)-len(final), 16))
+	// listed: the candidates' paths. A server may name a file twice in a
+	// listing (overlapping pages); taken twice at once, its second ingest
+	// would be a duplicate no partner sent.
+	listed := make(map[string]struct{}, cap(matched))
 	for _, e := range entries {
 		if final != nil && knownFinal(e) {
 			finalHits++ // skipped below, with no more work than this
 			continue
 		}
-		c := candidate{e: e, ledger: e.Path, name: e.Name}
+		c := candidate{e: e, ledger: ledgerPath(e.Path), name: e.Name}
 		var m []string
 		if strings.Contains(e.Name, claimSuffix) { // most names are not: no regexp for them
 			m = claimName.FindStringSubmatch(e.Name)
@@ -456,12 +490,16 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 				continue // another source's claim
 			}
 			c.name, c.claimID, c.claimed = m[1], m[2], true
-			c.ledger = path.Join(path.Dir(e.Path), c.name)
+			c.ledger = ledgerPath(path.Join(path.Dir(e.Path), c.name))
 		} else if p.isMarker(e.Name) || !p.matches(e.Name) {
 			continue
 		} else if p.cfg.DoneMarker != "" {
 			c.marker, c.hasMarker = present[p.marker(e.Name)]
 		}
+		if _, twice := listed[e.Path]; twice {
+			continue
+		}
+		listed[e.Path] = struct{}{}
 		matched = append(matched, c)
 	}
 	st.Listed = len(matched) + finalHits
@@ -513,7 +551,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		if nextFinal == nil {
 			nextFinal = keptFinal(len(matched))
 		}
-		nextFinal[c.ledger] = fileVersion{c.e.Size, c.e.MTime}
+		nextFinal[c.e.Path] = fileVersion{c.e.Size, c.e.MTime}
 	}
 	p.mu.Lock()
 	obs := p.seen[dir]
@@ -523,15 +561,22 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		e := c.e
 		prev, has := states[c.ledger]
 		same := has && prev.Size == e.Size && prev.MTime.Equal(e.MTime)
-		if same && prev.Status == inbox.FileIngested && prev.PostDone && p.cfg.After != "leave" {
+		// read: the ledger's version was read, ingested or rejected, and so
+		// is post-processed (one rejected unread, over max_file_size, is
+		// left where it is).
+		read := prev.Status == inbox.FileIngested || prev.Status == inbox.FileRejected && prev.SHA256 != ""
+		if same && read && prev.PostDone && p.cfg.After != "leave" {
 			// Post-processing removed the version the ledger describes, so
 			// this one is another version with the same size and mtime.
 			same = false
 		}
 		switch {
 		case same && (prev.Status == inbox.FileIngested || prev.Status == inbox.FileRejected):
-			if prev.Status == inbox.FileIngested && p.cfg.After != "leave" && !prev.PostDone {
-				c.prev, c.hasPrev, c.postOnly = prev, true, true
+			if read && p.cfg.After != "leave" && !prev.PostDone {
+				c.prev, c.hasPrev = prev, true
+				v, ok := p.verified[e.Path]
+				c.postOnly = c.claimed || ok && v.size == e.Size && v.mtime.Equal(e.MTime)
+				c.ingested = !c.postOnly
 				todo = append(todo, *c)
 			} else {
 				markFinal(c)
@@ -611,6 +656,28 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	}
 	g.Wait()
 	return st, ctx.Err()
+}
+
+// ledgerPath is the path the store knows the file at p by: p itself when
+// it is UTF-8, as names almost always are; else p with each byte that is
+// not UTF-8 written \xNN (a partner naming files in Latin-1), since
+// PostgreSQL's text holds only UTF-8 and one such name would fail the
+// directory's ledger query, and with it every poll of the directory.
+func ledgerPath(p string) string {
+	if utf8.ValidString(p) {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRuneInString(p[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02X`, p[i])
+		} else {
+			b.WriteString(p[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // young reports whether e is within the incomplete grace.
@@ -754,7 +821,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 			return st
 		}
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "download").Inc()
-		p.fail(ctx, c, "download", err, log)
+		p.fail(ctx, c, fence, "download", err, log)
 		st.Failed++
 		return st
 	}
@@ -766,6 +833,19 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 		// Changed while downloading: it is not stable after all.
 		p.forget(dir, e.Path)
 		log.Info("file changed during download; retried when stable", zap.Int64("listed", e.Size), zap.Int64("read", n))
+		return st
+	}
+	if c.ingested && c.prev.SHA256 == sum {
+		// The version ingested: only its post-processing is left.
+		log.Info("file already ingested; post-processing it", zap.String("sha256", sum))
+		if !c.claimed {
+			p.mu.Lock()
+			p.verified[e.Path] = fileVersion{e.Size, e.MTime}
+			p.mu.Unlock()
+		}
+		if p.postProcess(ctx, c, e, fence) {
+			st.PostProcessed++
+		}
 		return st
 	}
 	// The plaintext: the spool itself, or the decrypted message.
@@ -785,7 +865,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 				return st
 			}
 			p.m.PollErrors.WithLabelValues(p.cfg.Name, "decrypt").Inc()
-			p.fail(ctx, c, "decrypt", err, log)
+			p.fail(ctx, c, fence, "decrypt", err, log)
 			st.Failed++
 			return st
 		case refused == pgp.ReasonCorrupt && p.young(e):
@@ -835,7 +915,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 			return st
 		}
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "ingest").Inc()
-		p.fail(ctx, c, "ingest", err, log)
+		p.fail(ctx, c, fence, "ingest", err, log)
 		st.Failed++
 		return st
 	}
@@ -990,6 +1070,11 @@ func lastInterchangeOpen(r io.ReaderAt, size int64) bool {
 		return false
 	}
 	head = bytes.TrimLeft(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf")), " \t\r\n")
+	if len(head) < 4 && bytes.HasPrefix([]byte("ISA"), head) {
+		// Empty, or not past "ISA" yet: an upload stalled at its first
+		// bytes (rejected as it is once the grace has passed).
+		return true
+	}
 	if len(head) < 4 || !bytes.HasPrefix(head, []byte("ISA")) || isAlnum(head[3]) {
 		return false // not X12
 	}
@@ -1064,8 +1149,18 @@ func (c *capWriter) Write(b []byte) (int, error) {
 }
 
 // fail records a failed attempt: retried on later polls with backoff, or,
-// after MaxAttempts, failed for good.
-func (p *Poller) fail(ctx context.Context, c candidate, stage string, err error, log *zap.Logger) {
+// after MaxAttempts, failed for good. Only while this poller holds the
+// directory lease: a replica that lost it may fail at a file the new
+// holder has ingested since, and must not overwrite that ledger row.
+func (p *Poller) fail(ctx context.Context, c candidate, fence inbox.Fence, stage string, err error, log *zap.Logger) {
+	if lerr := p.st.CheckLease(ctx, fence, p.now()); lerr != nil {
+		if ctx.Err() == nil {
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "lease").Inc()
+			log.Warn("file not ingested; failure left unrecorded: the directory lease is not confirmed",
+				zap.String("stage", stage), zap.Error(err), zap.NamedError("lease", lerr))
+		}
+		return
+	}
 	attempts := 1
 	if c.hasPrev && c.prev.Status == inbox.FileRetrying {
 		attempts = c.prev.Attempts + 1
@@ -1139,6 +1234,12 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence in
 	}
 	if err == nil {
 		err = p.dispose(ctx, e.Path, c.name)
+	}
+	if err == nil && !c.claimed {
+		// Gone: a file of the same size and mtime there now is another.
+		p.mu.Lock()
+		delete(p.verified, e.Path)
+		p.mu.Unlock()
 	}
 	if err == nil && !c.claimed {
 		p.disposeMarker(ctx, c, log)

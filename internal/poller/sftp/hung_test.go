@@ -20,6 +20,13 @@ import (
 // clearinghouse server hung behind its SSH front). It returns its address
 // and a known_hosts file for it.
 func silentSSHD(t *testing.T) (addr, knownHosts string) {
+	return secondSSHD(t, "cat >/dev/null")
+}
+
+// secondSSHD starts a second OpenSSH sshd, configured as the test one but
+// whose sessions run forceCommand, and returns its address and a
+// known_hosts file for it.
+func secondSSHD(t *testing.T, forceCommand string) (addr, knownHosts string) {
 	sshd := testenv.OpenSSH(t)
 	conf, err := os.ReadFile(os.Getenv("EDIWATCH_TEST_SSHD_CONFIG"))
 	if err != nil {
@@ -39,7 +46,7 @@ func silentSSHD(t *testing.T) (addr, knownHosts string) {
 	dir := t.TempDir()
 	c := regexp.MustCompile(`(?m)^Port .*$`).ReplaceAllString(string(conf), "Port "+port)
 	c = regexp.MustCompile(`(?m)^PidFile .*$`).ReplaceAllString(c, "PidFile "+filepath.Join(dir, "sshd.pid"))
-	c = regexp.MustCompile(`(?m)^ForceCommand .*$`).ReplaceAllString(c, "ForceCommand cat >/dev/null")
+	c = regexp.MustCompile(`(?m)^ForceCommand .*$`).ReplaceAllLiteralString(c, "ForceCommand "+forceCommand)
 	cfgFile := filepath.Join(dir, "sshd_config")
 	os.WriteFile(cfgFile, []byte(c), 0o600)
 	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", cfgFile)

@@ -18,6 +18,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -36,7 +37,11 @@ type Config struct {
 	PassphraseFile string
 	PasswordFile   string
 	KnownHostsFile string
-	// Timeout bounds connecting and each keepalive round trip (default 30s).
+	// Timeout bounds connecting and each keepalive round trip (default
+	// 30s); and while a call waits on the SFTP server, the time the
+	// server may go without sending anything: past it the connection is
+	// dropped and the calls on it fail (a stalled download, listing or
+	// rename does not hold a poll for good).
 	Timeout time.Duration
 	// Keepalive is the interval of keepalive requests (default 30s).
 	Keepalive time.Duration
@@ -54,6 +59,7 @@ type Source struct {
 	mu       sync.Mutex
 	ssh      *ssh.Client
 	client   *sftp.Client
+	watch    *watch // of the current connection
 	failures int
 	retryAt  time.Time
 	stop     chan struct{}
@@ -164,26 +170,91 @@ func knownAlgorithms(kh ssh.HostKeyCallback, address string) []string {
 	return algos
 }
 
-// conn returns the live connection (the SFTP client and the SSH
-// connection under it), connecting when there is none and the reconnect
-// backoff allows.
-func (s *Source) conn(ctx context.Context) (*sftp.Client, *ssh.Client, error) {
+// watch notices an SFTP server that stops answering while calls wait on
+// it. SSH keepalives cannot: sshd answers them itself, also while the SFTP
+// server behind it (a process of its own) is stuck.
+type watch struct {
+	busy    atomic.Int64 // calls waiting on the server
+	last    atomic.Int64 // unix ns: bytes last received, or the busy spell began
+	stalled atomic.Bool  // the watchdog dropped the connection
+}
+
+// begin marks a call waiting on the server; end, its return.
+func (w *watch) begin() {
+	if w.busy.Add(1) == 1 {
+		w.last.Store(time.Now().UnixNano())
+	}
+}
+
+func (w *watch) end() { w.busy.Add(-1) }
+
+// received counts the SFTP channel's bytes as progress.
+type received struct {
+	r io.Reader
+	w *watch
+}
+
+func (r received) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if n > 0 {
+		r.w.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// paused is a download's writer: the time spent writing (the spool's
+// disk) is not time waiting on the server.
+type paused struct {
+	w     io.Writer
+	watch *watch
+}
+
+func (p paused) Write(b []byte) (int, error) {
+	p.watch.end()
+	defer p.watch.begin()
+	p.watch.last.Store(time.Now().UnixNano())
+	return p.w.Write(b)
+}
+
+// watchdog drops the connection sc when a call has waited on the server
+// for Timeout with nothing received.
+func (s *Source) watchdog(sc *ssh.Client, w *watch, stop chan struct{}) {
+	t := time.NewTicker(max(s.cfg.Timeout/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if w.busy.Load() > 0 && time.Since(time.Unix(0, w.last.Load())) > s.cfg.Timeout {
+			w.stalled.Store(true)
+			s.drop(sc)
+			return
+		}
+	}
+}
+
+// conn returns the live connection (the SFTP client, the SSH connection
+// under it and its watch), connecting when there is none and the
+// reconnect backoff allows.
+func (s *Source) conn(ctx context.Context) (*sftp.Client, *ssh.Client, *watch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.client != nil {
-		return s.client, s.ssh, nil
+		return s.client, s.ssh, s.watch, nil
 	}
 	if wait := time.Until(s.retryAt); wait > 0 {
-		return nil, nil, fmt.Errorf("sftp %s: reconnecting in %s after %d failures", s.cfg.Address, wait.Round(time.Millisecond), s.failures)
+		return nil, nil, nil, fmt.Errorf("sftp %s: reconnecting in %s after %d failures", s.cfg.Address, wait.Round(time.Millisecond), s.failures)
 	}
 	client, err := s.dial(ctx)
 	if err != nil {
 		s.failures++
 		s.retryAt = time.Now().Add(backoff.Full(s.cfg.BackoffBase, s.cfg.BackoffMax, s.failures))
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	s.failures, s.retryAt = 0, time.Time{}
-	return client, s.ssh, nil
+	return client, s.ssh, s.watch, nil
 }
 
 func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
@@ -208,7 +279,8 @@ func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
 		return nil, fmt.Errorf("sftp %s@%s: %w", s.cfg.User, s.cfg.Address, err)
 	}
 	sc := ssh.NewClient(cc, chans, reqs)
-	client, err := sftp.NewClient(sc, sftp.UseConcurrentReads(true), sftp.MaxConcurrentRequestsPerFile(64))
+	w := &watch{}
+	client, err := newClient(sc, w)
 	if err != nil {
 		sc.Close()
 		return nil, fmt.Errorf("sftp %s: start sftp: %w", s.cfg.Address, err)
@@ -218,10 +290,32 @@ func (s *Source) dial(ctx context.Context) (*sftp.Client, error) {
 		sc.Close()
 		return nil, fmt.Errorf("sftp %s: %w", s.cfg.Address, context.Cause(ctx))
 	}
-	s.ssh, s.client = sc, client
+	s.ssh, s.client, s.watch = sc, client, w
 	s.stop = make(chan struct{})
 	go s.keepalive(sc, s.stop)
+	go s.watchdog(sc, w, s.stop)
 	return client, nil
+}
+
+// newClient starts the SFTP session on sc as sftp.NewClient does, with
+// the bytes it receives counted by w.
+func newClient(sc *ssh.Client, w *watch) (*sftp.Client, error) {
+	session, err := sc.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	pw, err := session.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	pr, err := session.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := session.RequestSubsystem("sftp"); err != nil {
+		return nil, err
+	}
+	return sftp.NewClientPipe(received{r: pr, w: w}, pw, sftp.UseConcurrentReads(true), sftp.MaxConcurrentRequestsPerFile(64))
 }
 
 // keepalive sends keepalive requests; a request unanswered within the
@@ -270,20 +364,26 @@ func (s *Source) closeLocked() {
 		close(s.stop)
 		s.stop = nil
 	}
-	if s.client != nil {
-		s.client.Close()
-	}
+	// The SSH connection first: the SFTP client's Close waits for its
+	// reader, which a server that stopped answering never ends.
 	if s.ssh != nil {
 		s.ssh.Close()
 	}
-	s.client, s.ssh = nil, nil
+	if s.client != nil {
+		s.client.Close()
+	}
+	s.client, s.ssh, s.watch = nil, nil, nil
 }
 
-// failed drops the connection sc when err, from a call on it, shows it is
-// broken. A newer connection (another caller reconnected meanwhile) stays.
-func (s *Source) failed(sc *ssh.Client, err error) error {
+// failed drops the connection sc (watched by w) when err, from a call on
+// it, shows it is broken. A newer connection (another caller reconnected
+// meanwhile) stays.
+func (s *Source) failed(sc *ssh.Client, w *watch, err error) error {
 	if err == nil {
 		return nil
+	}
+	if w.stalled.Load() {
+		return fmt.Errorf("sftp %s: no answer from the server within %s; connection dropped: %w", s.cfg.Address, s.cfg.Timeout, err)
 	}
 	// pkg/sftp reports a lost connection as an SFTP status; every other
 	// status, and not-found, exists and permission errors, are answers
@@ -300,13 +400,15 @@ func (s *Source) failed(sc *ssh.Client, err error) error {
 
 // List implements poller.Source.
 func (s *Source) List(ctx context.Context, dir string) ([]poller.Entry, error) {
-	c, sc, err := s.conn(ctx)
+	c, sc, w, err := s.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
+	w.begin()
 	infos, err := c.ReadDirContext(ctx, dir)
+	w.end()
 	if err != nil {
-		return nil, s.failed(sc, err)
+		return nil, s.failed(sc, w, err)
 	}
 	out := make([]poller.Entry, 0, len(infos))
 	for _, fi := range infos {
@@ -326,25 +428,28 @@ func (s *Source) abortOn(ctx context.Context, sc *ssh.Client) (stop func() bool)
 	return context.AfterFunc(ctx, func() { s.drop(sc) })
 }
 
-// do runs fn on the connection, aborted when ctx is done.
-func (s *Source) do(ctx context.Context, fn func(c *sftp.Client, sc *ssh.Client) error) error {
-	c, sc, err := s.conn(ctx)
+// do runs fn on the connection, aborted when ctx is done or the server
+// stops answering.
+func (s *Source) do(ctx context.Context, fn func(c *sftp.Client, sc *ssh.Client, w *watch) error) error {
+	c, sc, w, err := s.conn(ctx)
 	if err != nil {
 		return err
 	}
 	stop := s.abortOn(ctx, sc)
-	err = fn(c, sc)
+	w.begin()
+	err = fn(c, sc, w)
+	w.end()
 	stop()
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return s.failed(sc, err)
+	return s.failed(sc, w, err)
 }
 
 // Stat implements poller.Source.
 func (s *Source) Stat(ctx context.Context, p string) (poller.Entry, error) {
 	var e poller.Entry
-	err := s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error {
+	err := s.do(ctx, func(c *sftp.Client, _ *ssh.Client, _ *watch) error {
 		fi, err := c.Lstat(p)
 		if err != nil {
 			return err
@@ -362,59 +467,73 @@ func (s *Source) Stat(ctx context.Context, p string) (poller.Entry, error) {
 func (s *Source) Open(ctx context.Context, p string) (io.ReadCloser, error) {
 	var f *sftp.File
 	var conn *ssh.Client
-	err := s.do(ctx, func(c *sftp.Client, sc *ssh.Client) (err error) {
-		conn = sc
+	var watched *watch
+	err := s.do(ctx, func(c *sftp.Client, sc *ssh.Client, w *watch) (err error) {
+		conn, watched = sc, w
 		f, err = c.Open(p)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &file{File: f, s: s, sc: conn, ctx: ctx}, nil
+	return &file{File: f, s: s, sc: conn, w: watched, ctx: ctx}, nil
 }
 
-// file drops the connection when a read fails below the SFTP layer or
-// ctx is done while a read waits.
+// file drops the connection when a read fails below the SFTP layer, ctx
+// is done while a read waits, or the server stops answering.
 type file struct {
 	*sftp.File
 	s   *Source
 	sc  *ssh.Client // the connection the file is open on
+	w   *watch
 	ctx context.Context
 }
 
 func (f *file) Read(b []byte) (int, error) {
 	stop := f.s.abortOn(f.ctx, f.sc)
+	f.w.begin()
 	n, err := f.File.Read(b)
+	f.w.end()
 	stop()
 	if err != nil && err != io.EOF {
 		if f.ctx.Err() != nil {
 			return n, f.ctx.Err()
 		}
-		err = f.s.failed(f.sc, err)
+		err = f.s.failed(f.sc, f.w, err)
 	}
 	return n, err
 }
 
 func (f *file) WriteTo(w io.Writer) (int64, error) {
 	stop := f.s.abortOn(f.ctx, f.sc)
-	n, err := f.File.WriteTo(w)
+	f.w.begin()
+	n, err := f.File.WriteTo(paused{w: w, watch: f.w})
+	f.w.end()
 	stop()
 	if err != nil && f.ctx.Err() != nil {
 		return n, f.ctx.Err()
 	}
-	return n, f.s.failed(f.sc, err)
+	return n, f.s.failed(f.sc, f.w, err)
+}
+
+// Close closes the file; a server that does not answer the close is a
+// stall like any other.
+func (f *file) Close() error {
+	f.w.begin()
+	defer f.w.end()
+	return f.File.Close()
 }
 
 // Remove implements poller.Source.
 func (s *Source) Remove(ctx context.Context, p string) error {
-	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error { return c.Remove(p) })
+	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client, _ *watch) error { return c.Remove(p) })
 }
 
 // Rename implements poller.Source. SFTP's rename (version 3, as OpenSSH
 // serves it) fails when the target exists; a stat first makes the error
 // os.ErrExist on every server.
 func (s *Source) Rename(ctx context.Context, from, to string) error {
-	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error {
+	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client, _ *watch) error {
 		if _, err := c.Lstat(to); err == nil {
 			return fmt.Errorf("rename %s: %w", to, os.ErrExist)
 		}
@@ -424,7 +543,7 @@ func (s *Source) Rename(ctx context.Context, from, to string) error {
 
 // MkdirAll implements poller.Source.
 func (s *Source) MkdirAll(ctx context.Context, dir string) error {
-	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error { return c.MkdirAll(dir) })
+	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client, _ *watch) error { return c.MkdirAll(dir) })
 }
 
 // Close implements poller.Source.
@@ -440,5 +559,5 @@ func (s *Source) Close() error {
 // broken drops it, so the next call reconnects. The SFTP sink writes
 // through it.
 func (s *Source) Do(ctx context.Context, fn func(c *sftp.Client) error) error {
-	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client) error { return fn(c) })
+	return s.do(ctx, func(c *sftp.Client, _ *ssh.Client, _ *watch) error { return fn(c) })
 }

@@ -49,6 +49,38 @@ func RunIntake(t *testing.T, src poller.Source, newDrop func(t *testing.T) Drop)
 			}
 		})
 	}
+	// An upload that stalls before its first bytes (or within "ISA") is
+	// an upload under way too: not rejected, and never deleted or moved
+	// from under the partner.
+	for _, start := range []string{"", "I", "IS", "ISA", "\r\n"} {
+		t.Run(fmt.Sprintf("UploadStalledAtItsFirstBytesWaits/%q", start), func(t *testing.T) {
+			d := newDrop(t)
+			write(t, d, "era.835", start)
+			h := newIntake(t, src, d, func(c *poller.Config) { c.After = "delete" })
+			h.polls(3)
+			if c := h.counts(); sum(c.Files)+sum(c.Inbox) != 0 {
+				t.Fatalf("an upload stalled at %q was recorded: %+v", start, c)
+			}
+			full := payment(5)
+			replace(t, d, "era.835", full)
+			h.polls(3)
+			if c := h.counts(); c.Inbox["processed"] != 1 || c.Inbox["rejected"] != 0 || c.Files["ingested"] != 1 {
+				t.Errorf("after the upload completed: %+v", c)
+			}
+			h.empty(t)
+		})
+	}
+	t.Run("EmptyFileRejectedAfterGrace", func(t *testing.T) {
+		d := newDrop(t)
+		write(t, d, "era.835", "")
+		age(t, d, "era.835", 11*time.Minute)
+		h := newIntake(t, src, d, func(c *poller.Config) { c.After = "delete" })
+		h.polls(2)
+		if c := h.counts(); c.Files["rejected"] != 1 || c.Inbox["rejected"] != 1 {
+			t.Errorf("an empty file older than the grace: %+v, want it rejected as it is", c)
+		}
+		h.empty(t)
+	})
 	t.Run("StalledUploadRejectedAfterGrace", func(t *testing.T) {
 		d := newDrop(t)
 		full := payment(2)

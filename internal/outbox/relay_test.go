@@ -245,8 +245,12 @@ func TestBreakerOpensWithoutBurningAttempts(t *testing.T) {
 		}
 		return 200, nil
 	})
-	h := newHarness(t, rc, outbox.RelayConfig{BreakerFailures: 3, BreakerTimeout: 200 * time.Millisecond, MaxAttempts: 10})
-	for range 8 {
+	// The breaker's cooldown runs on the real clock: long enough that the
+	// rounds after it opens (well under a second, even under -race on a
+	// busy machine) all fall inside it.
+	const cooldown = 2 * time.Second
+	h := newHarness(t, rc, outbox.RelayConfig{BreakerFailures: 3, BreakerTimeout: cooldown, MaxAttempts: 10})
+	for range 6 {
 		h.round(t)
 	}
 	if n := len(rc.got()); n != 3 {
@@ -261,7 +265,7 @@ func TestBreakerOpensWithoutBurningAttempts(t *testing.T) {
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	time.Sleep(250 * time.Millisecond) // the breaker half-opens
+	time.Sleep(cooldown + 50*time.Millisecond) // the breaker half-opens
 	h.round(t)
 	if p := h.payment(t); p.Status != outbox.StatusDelivered || p.Attempts != 4 {
 		t.Errorf("after recovery: %s", brief(p))

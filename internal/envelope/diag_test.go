@@ -268,3 +268,35 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// TestLeadingPunctuationWithLineBreaksReadsAsWithout: line breaks are
+// never data, so an interchange whose every segment starts with a stray
+// "~" followed by a line break ("~\nGS|...") reads as the one without the
+// line breaks ("~GS|..."): the same segments, keys, hashes and verdict.
+// It was read as a stray segment "~GS" outside any group, and the same
+// interchange re-sent without the line breaks was read otherwise
+// (FuzzReader: testdata/fuzz/FuzzReader/4db7cd1da6741085).
+func TestLeadingPunctuationWithLineBreaksReadsAsWithout(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "diag", "leading_punctuation.x12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Parse(bytes.NewReader(data), Options{})
+	if err != nil || !want.Valid() {
+		t.Fatalf("fixture: %v %v", err, want.AllErrors())
+	}
+	broken := strings.ReplaceAll(string(data), "\n~", "\n~\r\n")
+	got, err := Parse(strings.NewReader(broken), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Valid() {
+		t.Fatalf("not valid: %v", got.AllErrors())
+	}
+	if !slices.Equal(got.Keys(), want.Keys()) || !slices.Equal(setHashes(got), setHashes(want)) {
+		t.Errorf("keys %v hashes %v, want %v %v", got.Keys(), setHashes(got), want.Keys(), setHashes(want))
+	}
+	if codes := warningCodes(got.Interchanges[0].Warnings); !slices.Contains(codes, WarnLeadingPunctuation) {
+		t.Errorf("warnings %v, want %s among them", codes, WarnLeadingPunctuation)
+	}
+}

@@ -957,7 +957,7 @@ func (r *Reader) isaWarnings(seg Segment, h *isaHeader) {
 				"ISA fields are not their fixed width, read by counting separators: "+d)
 		}
 	}
-	b, _ := r.br.Peek(8)
+	b, _ := r.br.Peek(32)
 	if len(b) > 0 && h.d.Segment == '\r' && b[0] == '\n' {
 		ix.crlf = true
 	}
@@ -965,9 +965,22 @@ func (r *Reader) isaWarnings(seg Segment, h *isaHeader) {
 	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
-	if b = b[i:]; len(b) >= 4 && !isAlnum(b[0]) && !isSpace(b[0]) && b[0] != h.d.Element &&
-		(string(b[1:3]) == "GS" && b[3] == h.d.Element || len(b) >= 5 &&
-			(string(b[1:4]) == "TA1" || string(b[1:4]) == "IEA") && b[4] == h.d.Element) {
+	if b = b[i:]; len(b) == 0 || isAlnum(b[0]) || isSpace(b[0]) || b[0] == h.d.Element {
+		return
+	}
+	// CR and LF are never data: they are removed from inside a segment,
+	// so "~\nGS" is read as "~GS" is.
+	id := make([]byte, 0, 5)
+	for _, c := range b[1:] {
+		if c == '\n' || c == '\r' {
+			continue
+		}
+		if id = append(id, c); len(id) == 5 {
+			break
+		}
+	}
+	if len(id) >= 3 && string(id[:2]) == "GS" && id[2] == h.d.Element || len(id) >= 4 &&
+		(string(id[:3]) == "TA1" || string(id[:3]) == "IEA") && id[3] == h.d.Element {
 		r.lenient.lead = b[0]
 	}
 }

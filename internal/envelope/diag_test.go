@@ -300,3 +300,40 @@ func TestLeadingPunctuationWithLineBreaksReadsAsWithout(t *testing.T) {
 		t.Errorf("warnings %v, want %s among them", codes, WarnLeadingPunctuation)
 	}
 }
+
+// TestBlankInterchangePartiesAreRejected: an ISA whose sender or receiver
+// id is blank, or whose qualifier is not two letters or digits, names no
+// partner: its keys cannot tell it from another sender's, and its
+// acknowledgment would be addressed to nobody. It is rejected with the
+// TA105 code of the element (005 to 008). Before, it was read as valid.
+func TestBlankInterchangePartiesAreRejected(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "835_canonical.x12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	isa, rest := string(data[:106]), string(data[106:])
+	for _, c := range []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"blank ISA06", "*ZZ*ACMEHP         *", "*ZZ*               *", []string{"isa06_value/006"}},
+		{"blank ISA07 and ISA08", "*ZZ*RIVERSIDE      *", "*  *               *", []string{"isa07_value/007", "isa08_value/008"}},
+		{"one-letter ISA05", "*ZZ*ACMEHP         *", "*Z *ACMEHP         *", []string{"isa05_value/005"}},
+	} {
+		in := strings.Replace(isa, c.from, c.to, 1) + rest
+		if len(in) != len(data) {
+			t.Fatalf("%s: fixture length %d", c.name, len(in))
+		}
+		f, err := Parse(strings.NewReader(in), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range f.Interchanges[0].Errors {
+			got = append(got, e.Cause.Code+"/"+e.Cause.Ack)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: errors %v, want %v", c.name, got, c.want)
+		}
+	}
+}

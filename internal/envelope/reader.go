@@ -908,6 +908,21 @@ func (r *Reader) startInterchange(seg Segment) {
 		":" + keyVal(ix.ReceiverQualifier, d) + ":" + keyVal(ix.ReceiverID, d) + ":" + keyVal(padISA13(ix.ControlNumber), d)
 	r.lenient = ixLenient{}
 	r.noTerm = false
+	// The parties: an interchange with no sender or receiver cannot be
+	// keyed apart from another's, nor answered. A qualifier is two letters
+	// or digits, an id anything but blank.
+	if len(ix.SenderQualifier) != 2 || !isAlnum(ix.SenderQualifier[0]) || !isAlnum(ix.SenderQualifier[1]) {
+		r.ixErr(seg, ErrISASenderQual, "ISA05="+quoteCtl(ix.SenderQualifier))
+	}
+	if ix.SenderID == "" {
+		r.ixErr(seg, ErrISASenderID, "ISA06 is blank")
+	}
+	if len(ix.ReceiverQualifier) != 2 || !isAlnum(ix.ReceiverQualifier[0]) || !isAlnum(ix.ReceiverQualifier[1]) {
+		r.ixErr(seg, ErrISAReceiverQual, "ISA07="+quoteCtl(ix.ReceiverQualifier))
+	}
+	if ix.ReceiverID == "" {
+		r.ixErr(seg, ErrISAReceiverID, "ISA08 is blank")
+	}
 	// ISA13, ISA09 and ISA10 are each checked: a TA1 names the first, the
 	// report all of them.
 	if !isDigits([]byte(ix.ControlNumber)) || len(ix.ControlNumber) > 9 {

@@ -200,14 +200,18 @@ func Build999(ctx context.Context, ix *envelope.Interchange, g *envelope.Group, 
 // answer for each set, AK9.
 func body999(g *envelope.Group, sets []SetResult, d envelope.Delimiters) [][]string {
 	body := [][]string{{"AK1", g.FunctionalID, g.ControlNumber, g.Version}}
-	accepted := 0
+	accepted, noted := 0, 0
 	for _, s := range sets {
 		body = append(body, setSegments(s, d)...)
-		if s.Accepted() {
+		switch s.Status() {
+		case "A":
 			accepted++
+		case "E":
+			accepted++
+			noted++
 		}
 	}
-	return append(body, ak9(g, len(sets), accepted))
+	return append(body, ak9(g, len(sets), accepted, noted))
 }
 
 // Verdict999 returns what the 999 for a group says, without any control
@@ -287,8 +291,9 @@ func setSegments(s SetResult, d envelope.Delimiters) [][]string {
 }
 
 // ak9 returns the group response: A all accepted, E all accepted and
-// some with errors, P some accepted, R none (or the group itself bad).
-func ak9(g *envelope.Group, received, accepted int) []string {
+// some with errors (noted: sets accepted with IK5 E), P some accepted, R
+// none (or the group itself bad).
+func ak9(g *envelope.Group, received, accepted, noted int) []string {
 	included := strconv.Itoa(received)
 	if g.DeclaredSets >= 0 {
 		included = strconv.Itoa(g.DeclaredSets)
@@ -299,7 +304,7 @@ func ak9(g *envelope.Group, received, accepted int) []string {
 		status = "R"
 	case accepted < received:
 		status = "P"
-	case !g.Valid():
+	case noted > 0 || !g.Valid():
 		status = "E"
 	}
 	if status == "R" {

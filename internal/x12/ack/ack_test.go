@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
+	"github.com/ediwatch/ediwatch/internal/x12"
 )
 
 func TestMemoryControlNumbersUniqueAndIncreasing(t *testing.T) {
@@ -192,5 +193,33 @@ func TestAcknowledgmentDelimitersCanonicalWhenValuesAllow(t *testing.T) {
 	d := delimitersFor([]string{"A*B", "C|D", "E^F", "G:H", "I~J"})
 	if d.Element != '!' || d.Repetition != '{' || d.Component != '>' || d.Segment != '\'' {
 		t.Errorf("delimiters %v", d)
+	}
+}
+
+// TestAK9IsEWhenSetsAreAcceptedWithErrors: a group whose sets are all
+// accepted, some with errors noted (IK5 E), is answered AK901 E ("accepted,
+// but errors were noted"), not A. Before, it was A: the E branch looked
+// only at envelope errors, which always reject their set.
+func TestAK9IsEWhenSetsAreAcceptedWithErrors(t *testing.T) {
+	g := &envelope.Group{FunctionalID: "HP", ControlNumber: "101", Version: "005010X221A1", DeclaredSets: -1}
+	clean := SetResult{Type: "835", ControlNumber: "0001"}
+	noted := SetResult{Type: "835", ControlNumber: "0002", Problems: []x12.Problem{{SegmentID: "BPR", Position: 2,
+		SegmentCode: "8", Element: 1, ElementRef: "305", ElementCode: "1"}}}
+	rejected := SetResult{Type: "835", ControlNumber: "0003", Problems: []x12.Problem{{SegmentID: "TRN", Position: 3,
+		SegmentCode: "8", Element: 2, ElementRef: "127", ElementCode: "1", Reject: true}}}
+	for _, c := range []struct {
+		sets []SetResult
+		ak9  string
+	}{
+		{[]SetResult{clean}, "AK9*A*1*1*1"},
+		{[]SetResult{noted}, "AK9*E*1*1*1"},
+		{[]SetResult{clean, noted}, "AK9*E*2*2*2"},
+		{[]SetResult{clean, noted, rejected}, "AK9*P*3*3*2"},
+		{[]SetResult{rejected}, "AK9*R*1*1*0"},
+	} {
+		v := Verdict999(g, c.sets)
+		if lines := strings.Split(strings.TrimSpace(v), "\n"); lines[len(lines)-1] != c.ak9 {
+			t.Errorf("%d sets: %s, want %s\n%s", len(c.sets), lines[len(lines)-1], c.ak9, v)
+		}
 	}
 }

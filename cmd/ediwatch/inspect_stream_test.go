@@ -121,12 +121,15 @@ func refWriteText(w io.Writer, reports []*refFileReport) error {
 			fmt.Fprintf(tw, "  key\t%s\n", r.Keys[0])
 		}
 		for _, ix := range r.Interchanges {
-			fmt.Fprintf(tw, "  ISA %s\t%s -> %s\t%s %s\t%s\t%s\n", ix.ControlNumber, ix.Sender, ix.Receiver,
-				ix.Version, ix.Usage, validWord(ix.Valid), "")
+			// Envelope values are shown with their control characters
+			// escaped (textSafe), never sent to the terminal.
+			fmt.Fprintf(tw, "  ISA %s\t%s -> %s\t%s %s\t%s\t%s\n", textSafe(ix.ControlNumber), textSafe(ix.Sender),
+				textSafe(ix.Receiver), textSafe(ix.Version), textSafe(ix.Usage), validWord(ix.Valid), "")
 			for _, g := range ix.Groups {
-				fmt.Fprintf(tw, "    GS %s\t%s\t%s\t%s\t\n", g.ControlNumber, g.FunctionalID, g.Version, validWord(g.Valid))
+				fmt.Fprintf(tw, "    GS %s\t%s\t%s\t%s\t\n", textSafe(g.ControlNumber), textSafe(g.FunctionalID),
+					textSafe(g.Version), validWord(g.Valid))
 				for _, s := range g.TransactionSets {
-					fmt.Fprintf(tw, "      ST %s %s\t%d segments\t\t%s\t%s\n", s.Type, s.ControlNumber,
+					fmt.Fprintf(tw, "      ST %s %s\t%d segments\t\t%s\t%s\n", textSafe(s.Type), textSafe(s.ControlNumber),
 						s.Segments, validWord(s.Valid), s.Key)
 				}
 			}

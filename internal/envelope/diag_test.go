@@ -271,21 +271,27 @@ func mustRead(t *testing.T, name string) []byte {
 
 // TestLeadingPunctuationWithLineBreaksReadsAsWithout: line breaks are
 // never data, so an interchange whose every segment starts with a stray
-// "~" followed by a line break ("~\nGS|...") reads as the one without the
-// line breaks ("~GS|..."): the same segments, keys, hashes and verdict.
-// It was read as a stray segment "~GS" outside any group, and the same
-// interchange re-sent without the line breaks was read otherwise
-// (FuzzReader: testdata/fuzz/FuzzReader/4db7cd1da6741085).
+// "~" followed by a line break that is not its terminator ("~\nGS|...",
+// terminator CR) reads as the one without the line breaks ("~GS|..."): the
+// same segments, keys, hashes and verdict. It was read as a stray segment
+// "~GS" outside any group, though the same interchange re-sent without the
+// line breaks was read as a leading-punctuation one
+// (FuzzReader: testdata/fuzz/FuzzReader/4db7cd1da6741085). When the line
+// break is the terminator, "~" is a segment of its own and stays one
+// (testdata/fuzz/FuzzReader/d00a428c548c6cd4).
 func TestLeadingPunctuationWithLineBreaksReadsAsWithout(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "diag", "leading_punctuation.x12"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := Parse(bytes.NewReader(data), Options{})
+	// The fixture's terminator is LF; here it is CR, and an LF follows
+	// each stray "~".
+	clean := strings.ReplaceAll(string(data), "\n", "\r")
+	want, err := Parse(strings.NewReader(clean), Options{})
 	if err != nil || !want.Valid() {
 		t.Fatalf("fixture: %v %v", err, want.AllErrors())
 	}
-	broken := strings.ReplaceAll(string(data), "\n~", "\n~\r\n")
+	broken := strings.ReplaceAll(clean, "\r~", "\r~\n")
 	got, err := Parse(strings.NewReader(broken), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -102,7 +102,10 @@ var (
 	ErrSESegmentCount  = &Cause{Code: "se01_count", Level: LevelSet, Ack: "4", msg: "SE01 does not match the number of segments"}
 	ErrSEMissing       = &Cause{Code: "se_missing", Level: LevelSet, Ack: "2", msg: "transaction set ends without SE"}
 	ErrSTDuplicate     = &Cause{Code: "st02_duplicate", Level: LevelSet, Ack: "23", msg: "ST02 is not unique within the functional group"}
-	ErrSegmentID       = &Cause{Code: "segment_id", Level: LevelSet, Ack: "5", Segment: "1", msg: "unrecognized segment identifier"}
+	// ErrSetSegmentTooLong is ErrSegmentTooLong inside a transaction set:
+	// IK304 8 (segment has data element errors), IK502 5.
+	ErrSetSegmentTooLong = &Cause{Code: "segment_too_long", Level: LevelSet, Ack: "5", Segment: "8", msg: "segment longer than the maximum allowed"}
+	ErrSegmentID         = &Cause{Code: "segment_id", Level: LevelSet, Ack: "5", Segment: "1", msg: "unrecognized segment identifier"}
 )
 
 // ParseError is one located envelope error. It never quotes segment content

@@ -231,6 +231,7 @@ type Reader struct {
 	segISA  bool
 	nextISA isaHeader
 	long    []byte // a segment longer than the bufio buffer
+	longID  string // the identifier of the segment too long just read
 	wrapped []byte // a segment with line breaks removed
 
 	ix  *Interchange
@@ -588,6 +589,11 @@ func (r *Reader) readSegment() error {
 	if over {
 		r.segIndex++
 		r.seg = Segment{raw: tooLong, d: r.d, Offset: off, Index: r.segIndex}
+		// Its identifier, for the 999's IK3: line holds its first bytes.
+		r.longID = ""
+		if i := bytes.IndexByte(line[:min(len(line), 4)], r.d.Element); i > 0 {
+			r.longID = safeID(line[:i])
+		}
 		return nil
 	}
 	if len(line) == 0 {
@@ -741,7 +747,10 @@ func (r *Reader) oversize(seg Segment) {
 		Detail: fmt.Sprintf("limit %d bytes", r.opts.MaxSegment)}
 	switch {
 	case r.set != nil:
+		// In a set it is the set's error, answered in its 999 (IK3 with
+		// the segment's place, IK5 R 5), not a TA105 code.
 		r.set.SegmentCount++
+		e.Cause, e.Position, e.SegmentID = ErrSetSegmentTooLong, r.set.SegmentCount, r.longID
 		if len(r.set.Errors) < maxErrors {
 			r.set.Errors = append(r.set.Errors, e)
 		}
@@ -984,9 +993,13 @@ func (r *Reader) isaWarnings(seg Segment, h *isaHeader) {
 		return
 	}
 	// CR and LF are never data: they are removed from inside a segment,
-	// so "~\nGS" is read as "~GS" is.
+	// so "~\nGS" is read as "~GS" is, unless the line break is the
+	// terminator ("~" is then a segment of its own).
 	id := make([]byte, 0, 5)
 	for _, c := range b[1:] {
+		if c == h.d.Segment {
+			break
+		}
 		if c == '\n' || c == '\r' {
 			continue
 		}

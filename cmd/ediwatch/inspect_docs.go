@@ -236,7 +236,14 @@ func (o *jsonOut) set(s *envelope.Set) error {
 		p.seg1 = len(b.ends)
 		b.sets = append(b.sets, p)
 	}
-	if b.size() < batchBytes {
+	return o.flushFull()
+}
+
+// flushFull flushes the current batch once it holds batchBytes. Sets and
+// the ends of groups and interchanges call it: a file of interchanges or
+// groups without sets is written as it is read too, not held whole.
+func (o *jsonOut) flushFull() error {
+	if o.cur.size() < batchBytes {
 		return nil
 	}
 	return o.flush()

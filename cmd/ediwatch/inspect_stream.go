@@ -347,7 +347,7 @@ func (in *inspection) groupEnd(g *envelope.Group) error {
 	if in.opts.json {
 		b := in.out.buf()
 		*b = envelope.AppendGroupTail(*b, g)
-		return nil
+		return in.out.flushFull()
 	}
 	if err := in.addWarnings(g.Warnings); err != nil {
 		return err
@@ -365,9 +365,11 @@ func (in *inspection) interchangeEnd(ix *envelope.Interchange) error {
 		b := in.out.buf()
 		*b = envelope.AppendInterchangeTail(*b, ix)
 		if in.ixSets == 0 {
-			return in.addKey(ix.Key())
+			if err := in.addKey(ix.Key()); err != nil {
+				return err
+			}
 		}
-		return nil
+		return in.out.flushFull()
 	}
 	if err := in.addWarnings(ix.Warnings); err != nil {
 		return err

@@ -121,12 +121,15 @@ func refWriteText(w io.Writer, reports []*refFileReport) error {
 			fmt.Fprintf(tw, "  key\t%s\n", r.Keys[0])
 		}
 		for _, ix := range r.Interchanges {
-			fmt.Fprintf(tw, "  ISA %s\t%s -> %s\t%s %s\t%s\t%s\n", ix.ControlNumber, ix.Sender, ix.Receiver,
-				ix.Version, ix.Usage, validWord(ix.Valid), "")
+			// Envelope values are shown with their control characters
+			// escaped (textSafe), never sent to the terminal.
+			fmt.Fprintf(tw, "  ISA %s\t%s -> %s\t%s %s\t%s\t%s\n", textSafe(ix.ControlNumber), textSafe(ix.Sender),
+				textSafe(ix.Receiver), textSafe(ix.Version), textSafe(ix.Usage), validWord(ix.Valid), "")
 			for _, g := range ix.Groups {
-				fmt.Fprintf(tw, "    GS %s\t%s\t%s\t%s\t\n", g.ControlNumber, g.FunctionalID, g.Version, validWord(g.Valid))
+				fmt.Fprintf(tw, "    GS %s\t%s\t%s\t%s\t\n", textSafe(g.ControlNumber), textSafe(g.FunctionalID),
+					textSafe(g.Version), validWord(g.Valid))
 				for _, s := range g.TransactionSets {
-					fmt.Fprintf(tw, "      ST %s %s\t%d segments\t\t%s\t%s\n", s.Type, s.ControlNumber,
+					fmt.Fprintf(tw, "      ST %s %s\t%d segments\t\t%s\t%s\n", textSafe(s.Type), textSafe(s.ControlNumber),
 						s.Segments, validWord(s.Valid), s.Key)
 				}
 			}
@@ -337,4 +340,42 @@ func TestInspectStreamMatchesFullReportOnBrokenFiles(t *testing.T) {
 		t.Run(name, func(t *testing.T) { checkStreamedMatchesReference(t, []string{p}) })
 	}
 	checkStreamedMatchesReference(t, all)
+}
+
+// maxWriteRecorder records the largest single write it is given.
+type maxWriteRecorder struct{ max, total int }
+
+func (m *maxWriteRecorder) Write(p []byte) (int, error) {
+	m.max, m.total = max(m.max, len(p)), m.total+len(p)
+	return len(p), nil
+}
+
+// TestInspectJSONStreamsInterchangesWithoutSets: the JSON report is written
+// as the file is read even when its interchanges (or groups) hold no
+// transaction sets. Before, a batch was flushed only after a set, so a file
+// of 200,000 set-less interchanges (21 MB) held its whole report (180 MB)
+// in memory and wrote it in one piece at the end.
+func TestInspectJSONStreamsInterchangesWithoutSets(t *testing.T) {
+	const isa = "ISA*00*          *00*          *ZZ*ACMEHP         *ZZ*RIVERSIDE      *261130*0930*^*00501*%09d*0*P*:~"
+	var b strings.Builder
+	for i := 1; i <= 10000; i++ {
+		fmt.Fprintf(&b, isa+"GS*HP*ACMEHP*RIVERSIDE*20261130*0930*1*X*005010X221A1~GE*0*1~IEA*1*%09d~\n", i, i)
+	}
+	path := filepath.Join(t.TempDir(), "setless.x12")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{0, 2} {
+		rec := &maxWriteRecorder{}
+		w := bufio.NewWriter(rec)
+		if _, err := inspectPath(context.Background(), w, path, 0, inspectOptions{json: true, workers: workers}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if rec.total < 2<<20 || rec.max > 512<<10 {
+			t.Errorf("workers %d: %d bytes written, the largest write %d bytes: the report was not streamed", workers, rec.total, rec.max)
+		}
+	}
 }

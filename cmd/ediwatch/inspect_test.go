@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -194,5 +195,32 @@ func TestInspectUnreadableFileAfterAPrintedOne(t *testing.T) {
 				t.Errorf("first line %q: %v", first, err)
 			}
 		}
+	}
+}
+
+// TestInspectTextEscapesControlCharacters: envelope values are printed in
+// the text table as the file holds them, but a partner's file must not
+// drive the operator's terminal: ESC, BEL and other control characters in
+// an ISA06 or a GS01 are shown as \xNN. Before, they were written raw
+// (ESC [2J cleared the screen, ESC ] 0; set the window title).
+func TestInspectTextEscapesControlCharacters(t *testing.T) {
+	data, err := os.ReadFile(fixture("835_canonical.x12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(data), "*ZZ*ACMEHP         *", "*ZZ*\x1b[2J\x1b[31mEVIL  *", 1)
+	s = strings.Replace(s, "GS*HP*", "GS*H\x1b]0;x\x07P*", 1)
+	path := filepath.Join(t.TempDir(), "control.x12")
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, _, _ := runCLI(t, "inspect", path)
+	for i := 0; i < len(stdout); i++ {
+		if c := stdout[i]; c < 0x20 && c != '\n' || c == 0x7F {
+			t.Fatalf("control byte %#x at %d in the text report:\n%q", c, i, stdout)
+		}
+	}
+	if !strings.Contains(stdout, `ZZ:\x1b[2J\x1b[31mEVIL`) || !strings.Contains(stdout, `H\x1b]0;x\x07P`) {
+		t.Errorf("values not shown escaped:\n%s", stdout)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -52,7 +53,9 @@ func (t *textTable) start() { t.rec = t.rec[:0] }
 // cell appends a cell made of parts to the line being built.
 func (t *textTable) cell(col int, parts ...string) {
 	n, w := 0, 0
-	for _, p := range parts {
+	for i, p := range parts {
+		p = textSafe(p)
+		parts[i] = p
 		n += len(p)
 		w += utf8.RuneCountInString(p)
 		if strings.ContainsAny(p, "\t\v\f\n\xff") {
@@ -184,4 +187,34 @@ func noEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// textSafe returns v with its control characters (C0, DEL, C1, and any
+// rune unicode.IsPrint refuses) and its invalid UTF-8 bytes written as
+// \xNN: the table shows envelope values as the file holds them, and a
+// file's bytes must not reach the operator's terminal as escape sequences
+// (ESC [2J clears it, ESC ] sets its title) nor break the table's lines.
+func textSafe(v string) string {
+	i := 0
+	for i < len(v) && v[i] >= 0x20 && v[i] < 0x7F {
+		i++
+	}
+	if i == len(v) {
+		return v
+	}
+	const hexDigits = "0123456789abcdef"
+	b := make([]byte, 0, len(v)+8)
+	b = append(b, v[:i]...)
+	for i < len(v) {
+		r, n := utf8.DecodeRuneInString(v[i:])
+		if r != utf8.RuneError && r >= 0x20 && r != 0x7F && (r < 0x80 || unicode.IsPrint(r)) {
+			b = append(b, v[i:i+n]...)
+		} else {
+			for _, c := range []byte(v[i : i+n]) {
+				b = append(b, '\\', 'x', hexDigits[c>>4], hexDigits[c&15])
+			}
+		}
+		i += n
+	}
+	return string(b)
 }

@@ -268,3 +268,78 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// TestLeadingPunctuationWithLineBreaksReadsAsWithout: line breaks are
+// never data, so an interchange whose every segment starts with a stray
+// "~" followed by a line break that is not its terminator ("~\nGS|...",
+// terminator CR) reads as the one without the line breaks ("~GS|..."): the
+// same segments, keys, hashes and verdict. It was read as a stray segment
+// "~GS" outside any group, though the same interchange re-sent without the
+// line breaks was read as a leading-punctuation one
+// (FuzzReader: testdata/fuzz/FuzzReader/4db7cd1da6741085). When the line
+// break is the terminator, "~" is a segment of its own and stays one
+// (testdata/fuzz/FuzzReader/d00a428c548c6cd4).
+func TestLeadingPunctuationWithLineBreaksReadsAsWithout(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "diag", "leading_punctuation.x12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fixture's terminator is LF; here it is CR, and an LF follows
+	// each stray "~".
+	clean := strings.ReplaceAll(string(data), "\n", "\r")
+	want, err := Parse(strings.NewReader(clean), Options{})
+	if err != nil || !want.Valid() {
+		t.Fatalf("fixture: %v %v", err, want.AllErrors())
+	}
+	broken := strings.ReplaceAll(clean, "\r~", "\r~\n")
+	got, err := Parse(strings.NewReader(broken), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Valid() {
+		t.Fatalf("not valid: %v", got.AllErrors())
+	}
+	if !slices.Equal(got.Keys(), want.Keys()) || !slices.Equal(setHashes(got), setHashes(want)) {
+		t.Errorf("keys %v hashes %v, want %v %v", got.Keys(), setHashes(got), want.Keys(), setHashes(want))
+	}
+	if codes := warningCodes(got.Interchanges[0].Warnings); !slices.Contains(codes, WarnLeadingPunctuation) {
+		t.Errorf("warnings %v, want %s among them", codes, WarnLeadingPunctuation)
+	}
+}
+
+// TestBlankInterchangePartiesAreRejected: an ISA whose sender or receiver
+// id is blank, or whose qualifier is not two letters or digits, names no
+// partner: its keys cannot tell it from another sender's, and its
+// acknowledgment would be addressed to nobody. It is rejected with the
+// TA105 code of the element (005 to 008). Before, it was read as valid.
+func TestBlankInterchangePartiesAreRejected(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "835_canonical.x12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	isa, rest := string(data[:106]), string(data[106:])
+	for _, c := range []struct {
+		name, from, to string
+		want           []string
+	}{
+		{"blank ISA06", "*ZZ*ACMEHP         *", "*ZZ*               *", []string{"isa06_value/006"}},
+		{"blank ISA07 and ISA08", "*ZZ*RIVERSIDE      *", "*  *               *", []string{"isa07_value/007", "isa08_value/008"}},
+		{"one-letter ISA05", "*ZZ*ACMEHP         *", "*Z *ACMEHP         *", []string{"isa05_value/005"}},
+	} {
+		in := strings.Replace(isa, c.from, c.to, 1) + rest
+		if len(in) != len(data) {
+			t.Fatalf("%s: fixture length %d", c.name, len(in))
+		}
+		f, err := Parse(strings.NewReader(in), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range f.Interchanges[0].Errors {
+			got = append(got, e.Cause.Code+"/"+e.Cause.Ack)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: errors %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -296,7 +296,7 @@ func TestOversizeSegmentIsSkipped(t *testing.T) {
 		t.Fatalf("%d interchanges", len(f.Interchanges))
 	}
 	first := f.Interchanges[0].Groups[0].Sets[0]
-	if len(first.Errors) != 1 || !errors.Is(first.Errors[0], ErrSegmentTooLong) {
+	if len(first.Errors) != 1 || !errors.Is(first.Errors[0], ErrSetSegmentTooLong) {
 		t.Errorf("first set errors %v", first.Errors)
 	}
 	if first.SegmentCount != 20 {

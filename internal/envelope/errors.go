@@ -71,6 +71,10 @@ var (
 	ErrElementSeparator   = &Cause{Code: "element_separator", Level: LevelInterchange, Ack: "026", msg: "invalid data element separator"}
 	ErrComponentSeparator = &Cause{Code: "component_separator", Level: LevelInterchange, Ack: "027", msg: "invalid component element separator"}
 	ErrSegmentTerminator  = &Cause{Code: "segment_terminator", Level: LevelInterchange, Ack: "004", msg: "invalid segment terminator"}
+	ErrISASenderQual      = &Cause{Code: "isa05_value", Level: LevelInterchange, Ack: "005", msg: "invalid interchange sender id qualifier (ISA05)"}
+	ErrISASenderID        = &Cause{Code: "isa06_value", Level: LevelInterchange, Ack: "006", msg: "invalid interchange sender id (ISA06)"}
+	ErrISAReceiverQual    = &Cause{Code: "isa07_value", Level: LevelInterchange, Ack: "007", msg: "invalid interchange receiver id qualifier (ISA07)"}
+	ErrISAReceiverID      = &Cause{Code: "isa08_value", Level: LevelInterchange, Ack: "008", msg: "invalid interchange receiver id (ISA08)"}
 	ErrISADate            = &Cause{Code: "isa_date", Level: LevelInterchange, Ack: "014", msg: "invalid interchange date (ISA09)"}
 	ErrISATime            = &Cause{Code: "isa_time", Level: LevelInterchange, Ack: "015", msg: "invalid interchange time (ISA10)"}
 	ErrISADuplicate       = &Cause{Code: "isa13_duplicate", Level: LevelInterchange, Ack: "025", msg: "duplicate interchange control number (ISA13) from the same sender in the file"}
@@ -98,7 +102,10 @@ var (
 	ErrSESegmentCount  = &Cause{Code: "se01_count", Level: LevelSet, Ack: "4", msg: "SE01 does not match the number of segments"}
 	ErrSEMissing       = &Cause{Code: "se_missing", Level: LevelSet, Ack: "2", msg: "transaction set ends without SE"}
 	ErrSTDuplicate     = &Cause{Code: "st02_duplicate", Level: LevelSet, Ack: "23", msg: "ST02 is not unique within the functional group"}
-	ErrSegmentID       = &Cause{Code: "segment_id", Level: LevelSet, Ack: "5", Segment: "1", msg: "unrecognized segment identifier"}
+	// ErrSetSegmentTooLong is ErrSegmentTooLong inside a transaction set:
+	// IK304 8 (segment has data element errors), IK502 5.
+	ErrSetSegmentTooLong = &Cause{Code: "segment_too_long", Level: LevelSet, Ack: "5", Segment: "8", msg: "segment longer than the maximum allowed"}
+	ErrSegmentID         = &Cause{Code: "segment_id", Level: LevelSet, Ack: "5", Segment: "1", msg: "unrecognized segment identifier"}
 )
 
 // ParseError is one located envelope error. It never quotes segment content

@@ -231,6 +231,7 @@ type Reader struct {
 	segISA  bool
 	nextISA isaHeader
 	long    []byte // a segment longer than the bufio buffer
+	longID  string // the identifier of the segment too long just read
 	wrapped []byte // a segment with line breaks removed
 
 	ix  *Interchange
@@ -588,6 +589,11 @@ func (r *Reader) readSegment() error {
 	if over {
 		r.segIndex++
 		r.seg = Segment{raw: tooLong, d: r.d, Offset: off, Index: r.segIndex}
+		// Its identifier, for the 999's IK3: line holds its first bytes.
+		r.longID = ""
+		if i := bytes.IndexByte(line[:min(len(line), 4)], r.d.Element); i > 0 {
+			r.longID = safeID(line[:i])
+		}
 		return nil
 	}
 	if len(line) == 0 {
@@ -741,7 +747,10 @@ func (r *Reader) oversize(seg Segment) {
 		Detail: fmt.Sprintf("limit %d bytes", r.opts.MaxSegment)}
 	switch {
 	case r.set != nil:
+		// In a set it is the set's error, answered in its 999 (IK3 with
+		// the segment's place, IK5 R 5), not a TA105 code.
 		r.set.SegmentCount++
+		e.Cause, e.Position, e.SegmentID = ErrSetSegmentTooLong, r.set.SegmentCount, r.longID
 		if len(r.set.Errors) < maxErrors {
 			r.set.Errors = append(r.set.Errors, e)
 		}
@@ -908,6 +917,21 @@ func (r *Reader) startInterchange(seg Segment) {
 		":" + keyVal(ix.ReceiverQualifier, d) + ":" + keyVal(ix.ReceiverID, d) + ":" + keyVal(padISA13(ix.ControlNumber), d)
 	r.lenient = ixLenient{}
 	r.noTerm = false
+	// The parties: an interchange with no sender or receiver cannot be
+	// keyed apart from another's, nor answered. A qualifier is two letters
+	// or digits, an id anything but blank.
+	if len(ix.SenderQualifier) != 2 || !isAlnum(ix.SenderQualifier[0]) || !isAlnum(ix.SenderQualifier[1]) {
+		r.ixErr(seg, ErrISASenderQual, "ISA05="+quoteCtl(ix.SenderQualifier))
+	}
+	if ix.SenderID == "" {
+		r.ixErr(seg, ErrISASenderID, "ISA06 is blank")
+	}
+	if len(ix.ReceiverQualifier) != 2 || !isAlnum(ix.ReceiverQualifier[0]) || !isAlnum(ix.ReceiverQualifier[1]) {
+		r.ixErr(seg, ErrISAReceiverQual, "ISA07="+quoteCtl(ix.ReceiverQualifier))
+	}
+	if ix.ReceiverID == "" {
+		r.ixErr(seg, ErrISAReceiverID, "ISA08 is blank")
+	}
 	// ISA13, ISA09 and ISA10 are each checked: a TA1 names the first, the
 	// report all of them.
 	if !isDigits([]byte(ix.ControlNumber)) || len(ix.ControlNumber) > 9 {
@@ -957,7 +981,7 @@ func (r *Reader) isaWarnings(seg Segment, h *isaHeader) {
 				"ISA fields are not their fixed width, read by counting separators: "+d)
 		}
 	}
-	b, _ := r.br.Peek(8)
+	b, _ := r.br.Peek(32)
 	if len(b) > 0 && h.d.Segment == '\r' && b[0] == '\n' {
 		ix.crlf = true
 	}
@@ -965,9 +989,26 @@ func (r *Reader) isaWarnings(seg Segment, h *isaHeader) {
 	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
-	if b = b[i:]; len(b) >= 4 && !isAlnum(b[0]) && !isSpace(b[0]) && b[0] != h.d.Element &&
-		(string(b[1:3]) == "GS" && b[3] == h.d.Element || len(b) >= 5 &&
-			(string(b[1:4]) == "TA1" || string(b[1:4]) == "IEA") && b[4] == h.d.Element) {
+	if b = b[i:]; len(b) == 0 || isAlnum(b[0]) || isSpace(b[0]) || b[0] == h.d.Element {
+		return
+	}
+	// CR and LF are never data: they are removed from inside a segment,
+	// so "~\nGS" is read as "~GS" is, unless the line break is the
+	// terminator ("~" is then a segment of its own).
+	id := make([]byte, 0, 5)
+	for _, c := range b[1:] {
+		if c == h.d.Segment {
+			break
+		}
+		if c == '\n' || c == '\r' {
+			continue
+		}
+		if id = append(id, c); len(id) == 5 {
+			break
+		}
+	}
+	if len(id) >= 3 && string(id[:2]) == "GS" && id[2] == h.d.Element || len(id) >= 4 &&
+		(string(id[:3]) == "TA1" || string(id[:3]) == "IEA") && id[3] == h.d.Element {
 		r.lenient.lead = b[0]
 	}
 }

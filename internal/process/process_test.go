@@ -387,3 +387,36 @@ func TestEventPayloadsUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestOversizeSegmentInASetIsAnsweredInIts999: a segment longer than the
+// limit inside a transaction set rejects that set, and its 999 says so in
+// the 999's own codes: IK3 with the segment's identifier and position and
+// IK304 8, IK5 R 5. Before, IK5 carried "024", a TA105 note code that no
+// 999 reader knows as an IK502 code, and no IK3.
+func TestOversizeSegmentInASetIsAnsweredInIts999(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "envelope", "testdata", "835_canonical.x12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = bytes.Replace(data, []byte("N3*1 MAIN ST~"), []byte("N3*"+strings.Repeat("A", 100<<10)+"~"), 1)
+	var acks []Effect
+	_, err = File(context.Background(), bytes.NewReader(data),
+		Config{ControlNumbers: &ack.MemoryControlNumbers{}, Ack: ack.Options{Now: fixedNow},
+			Envelope: envelope.Options{MaxSegment: 64 << 10}},
+		func(it Item) error {
+			if it.Ack != nil {
+				acks = append(acks, *it.Ack)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acks) != 1 || acks[0].Kind != KindAck999 {
+		t.Fatalf("acks %+v", acks)
+	}
+	x := x12Of(t, acks[0])
+	if !strings.Contains(x, "AK2*835*0001~\nIK3*N3*6**8~\nIK5*R*5~\nAK9*R*1*1*0~") {
+		t.Errorf("999:\n%s", x)
+	}
+}

@@ -171,13 +171,18 @@ func Build999(ctx context.Context, ix *envelope.Interchange, g *envelope.Group, 
 	if err != nil {
 		return nil, fmt.Errorf("999 control number: %w", err)
 	}
+	// The received values the 999 repeats (ids, control numbers, the
+	// version) decide its delimiters: a value may hold a canonical one
+	// when the partner used others.
+	d := delimitersFor(partyValues(us, them, ix.Usage), []string{g.FunctionalID, g.ControlNumber, g.Version},
+		setValues(sets))
 	var buf bytes.Buffer
-	w := newWriter(&buf, opts)
+	w := newWriter(&buf, d, opts)
 	now := opts.now()
 	writeISA(w, us, them, ctl, ix.Usage, now)
 	w.Segment("GS", "FA", us.App, them.App, now.Format("20060102"), now.Format("1504"),
 		strconv.FormatInt(ctl, 10), "X", "005010X231A1")
-	body := body999(g, sets)
+	body := body999(g, sets, d)
 	w.Segment("ST", "999", "0001", "005010X231A1")
 	for _, seg := range body {
 		w.Segment(seg[0], seg[1:]...)
@@ -193,16 +198,20 @@ func Build999(ctx context.Context, ix *envelope.Interchange, g *envelope.Group, 
 
 // body999 returns the segments of a 999 between ST and SE: AK1, the
 // answer for each set, AK9.
-func body999(g *envelope.Group, sets []SetResult) [][]string {
+func body999(g *envelope.Group, sets []SetResult, d envelope.Delimiters) [][]string {
 	body := [][]string{{"AK1", g.FunctionalID, g.ControlNumber, g.Version}}
-	accepted := 0
+	accepted, noted := 0, 0
 	for _, s := range sets {
-		body = append(body, setSegments(s)...)
-		if s.Accepted() {
+		body = append(body, setSegments(s, d)...)
+		switch s.Status() {
+		case "A":
 			accepted++
+		case "E":
+			accepted++
+			noted++
 		}
 	}
-	return append(body, ak9(g, len(sets), accepted))
+	return append(body, ak9(g, len(sets), accepted, noted))
 }
 
 // Verdict999 returns what the 999 for a group says, without any control
@@ -211,7 +220,7 @@ func body999(g *envelope.Group, sets []SetResult) [][]string {
 // corrected re-send do not.
 func Verdict999(g *envelope.Group, sets []SetResult) string {
 	var b strings.Builder
-	for _, seg := range body999(g, sets) {
+	for _, seg := range body999(g, sets, envelope.Canonical) {
 		b.WriteString(strings.Join(seg, "*"))
 		b.WriteByte('\n')
 	}
@@ -227,7 +236,7 @@ func VerdictTA1(ix *envelope.Interchange) string {
 	return "A000"
 }
 
-func setSegments(s SetResult) [][]string {
+func setSegments(s SetResult, d envelope.Delimiters) [][]string {
 	ak2 := []string{"AK2", s.Type, s.ControlNumber}
 	if s.Implementation != "" {
 		ak2 = append(ak2, s.Implementation)
@@ -250,16 +259,16 @@ func setSegments(s SetResult) [][]string {
 		}
 		n++
 		out = append(out, []string{"IK3", p.SegmentID, strconv.Itoa(p.Position), p.Loop, p.SegmentCode})
-		if p.ContextName != "" && clean(p.ContextValue) {
-			out = append(out, []string{"CTX", p.ContextName + ":" + p.ContextValue})
+		if p.ContextName != "" && clean(p.ContextName, d) && clean(p.ContextValue, d) {
+			out = append(out, []string{"CTX", p.ContextName + string(d.Component) + p.ContextValue})
 		}
 		if p.Element > 0 {
 			pos := strconv.Itoa(p.Element)
 			if p.Component > 0 {
-				pos += ":" + strconv.Itoa(p.Component)
+				pos += string(d.Component) + strconv.Itoa(p.Component)
 			}
 			ik4 := []string{"IK4", pos, p.ElementRef, p.ElementCode}
-			if v := p.Value; v != "" && clean(v) {
+			if v := p.Value; v != "" && clean(v, d) {
 				ik4 = append(ik4, truncate(v, 99))
 			}
 			out = append(out, ik4)
@@ -282,8 +291,9 @@ func setSegments(s SetResult) [][]string {
 }
 
 // ak9 returns the group response: A all accepted, E all accepted and
-// some with errors, P some accepted, R none (or the group itself bad).
-func ak9(g *envelope.Group, received, accepted int) []string {
+// some with errors (noted: sets accepted with IK5 E), P some accepted, R
+// none (or the group itself bad).
+func ak9(g *envelope.Group, received, accepted, noted int) []string {
 	included := strconv.Itoa(received)
 	if g.DeclaredSets >= 0 {
 		included = strconv.Itoa(g.DeclaredSets)
@@ -294,7 +304,7 @@ func ak9(g *envelope.Group, received, accepted int) []string {
 		status = "R"
 	case accepted < received:
 		status = "P"
-	case !g.Valid():
+	case noted > 0 || !g.Valid():
 		status = "E"
 	}
 	if status == "R" {
@@ -341,7 +351,7 @@ func buildTA1(ctx context.Context, us, them Party, theirCtl, date, tm, usage, co
 		return nil, fmt.Errorf("TA1 control number: %w", err)
 	}
 	var buf bytes.Buffer
-	w := newWriter(&buf, opts)
+	w := newWriter(&buf, delimitersFor(partyValues(us, them, usage)), opts)
 	writeISA(w, us, them, ctl, usage, opts.now())
 	w.Segment("TA1", theirCtl, fixed(date, 6), fixed(tm, 4), code, note)
 	w.Segment("IEA", "0", fmt.Sprintf("%09d", ctl))
@@ -351,21 +361,76 @@ func buildTA1(ctx context.Context, us, them Party, theirCtl, date, tm, usage, co
 	return buf.Bytes(), nil
 }
 
-func newWriter(buf *bytes.Buffer, opts Options) *envelope.Writer {
+func newWriter(buf *bytes.Buffer, d envelope.Delimiters, opts Options) *envelope.Writer {
 	eol := "\n"
 	if opts.EOL != nil {
 		eol = *opts.EOL
 	}
-	return envelope.NewWriter(buf, envelope.Canonical, eol)
+	return envelope.NewWriter(buf, d, eol)
+}
+
+// delimitersFor returns the delimiters of an acknowledgment that repeats
+// vals: the canonical ones, each replaced by its first alternative that
+// occurs in no value and is not another delimiter. X12 has no escape: a
+// delimiter in a value would split it. Values with every choice in them
+// (never a real id) keep the canonical delimiter.
+func delimitersFor(vals ...[]string) envelope.Delimiters {
+	var used [256]bool
+	for _, vs := range vals {
+		for _, v := range vs {
+			for i := 0; i < len(v); i++ {
+				used[v[i]] = true
+			}
+		}
+	}
+	// For each delimiter, the bytes it may be, in order of preference:
+	// the canonical one first, so an acknowledgment is written in * ^ : ~
+	// unless a value it repeats holds one of them (a partner writing with
+	// | and > may have a * in an id).
+	choices := [4]string{"*|!+\x1d", "^{}\x1e", ":>\\\x1f", "~'\x1c"}
+	var got [4]byte
+	for i, cs := range choices {
+		got[i] = cs[0]
+		for j := 0; j < len(cs); j++ {
+			if c := cs[j]; !used[c] {
+				got[i] = c
+				used[c] = true
+				break
+			}
+		}
+	}
+	return envelope.Delimiters{Element: got[0], Repetition: got[1], Component: got[2], Segment: got[3]}
+}
+
+// partyValues are the interchange values an acknowledgment repeats.
+func partyValues(us, them Party, usage string) []string {
+	return []string{us.Qualifier, us.ID, us.App, them.Qualifier, them.ID, them.App, usage}
+}
+
+// setValues are the received values a 999 repeats for its sets: their
+// type, control number and implementation reference, and the segment ids
+// and codes of their problems (their values are left out when they hold a
+// delimiter).
+func setValues(sets []SetResult) []string {
+	var out []string
+	for _, s := range sets {
+		out = append(out, s.Type, s.ControlNumber, s.Implementation)
+		for _, p := range s.Problems {
+			out = append(out, p.SegmentID, p.Loop, p.SegmentCode, p.ElementRef, p.ElementCode)
+		}
+	}
+	return out
 }
 
 func writeISA(w *envelope.Writer, us, them Party, ctl int64, usage string, now time.Time) {
 	if usage != "P" && usage != "T" && usage != "I" {
 		usage = "P"
 	}
+	d := w.Delimiters()
 	w.ISA([16]string{"00", strings.Repeat(" ", 10), "00", strings.Repeat(" ", 10),
 		pad(us.Qualifier, 2), pad(us.ID, 15), pad(them.Qualifier, 2), pad(them.ID, 15),
-		now.Format("060102"), now.Format("1504"), "^", "00501", fmt.Sprintf("%09d", ctl), "0", usage, ":"})
+		now.Format("060102"), now.Format("1504"), string(d.Repetition), "00501", fmt.Sprintf("%09d", ctl), "0", usage,
+		string(d.Component)})
 }
 
 func pad(s string, n int) string {
@@ -393,8 +458,15 @@ func padCtl(s string) string {
 	return "000000000"
 }
 
-// clean reports whether v can be written with the canonical delimiters.
-func clean(v string) bool { return !strings.ContainsAny(v, "*^:~\r\n") }
+// clean reports whether v can be written with the delimiters d.
+func clean(v string, d envelope.Delimiters) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == d.Element || c == d.Repetition || c == d.Component || c == d.Segment || c == '\r' || c == '\n' {
+			return false
+		}
+	}
+	return true
+}
 
 func truncate(s string, n int) string {
 	if len(s) > n {

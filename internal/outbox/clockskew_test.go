@@ -17,11 +17,13 @@ import (
 	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 )
 
-// TestReplicaWithFastClockTakesNoLiveLease: two relays on one PostgreSQL,
-// one of them on a host whose clock runs ten minutes fast, deliver to a
-// receiver slower than the lease. The fast replica's reaper must not take
-// the other's rows while their leases are live (and extended): every
-// payment is posted once.
+// TestReplicaWithFastClockTakesNoLiveLease: three relays on one
+// PostgreSQL, on hosts whose clocks run right, ten minutes fast and ten
+// minutes slow, deliver to a receiver slower than the lease. No reaper may
+// take another replica's rows while their leases are live (and extended;
+// the slow replica's would look lapsed to the others): every
+// payment is posted once: both relays follow the database's clock
+// (RelayConfig.Clock, which ediwatch run sets on PostgreSQL).
 func TestReplicaWithFastClockTakesNoLiveLease(t *testing.T) {
 	st := pgtest.New(t, postgres.Options{})
 	const payments = 6
@@ -37,16 +39,17 @@ func TestReplicaWithFastClockTakesNoLiveLease(t *testing.T) {
 	s, _ := sink.New(sink.Config{Name: "ledger", URL: rc.URL, Timeout: 10 * time.Second})
 	newRelay := func(clock func() time.Time) *outbox.Relay {
 		r := outbox.NewRelay(outbox.RelayConfig{Workers: 1, Batch: 1, Lease: 1500 * time.Millisecond,
-			Idle: 20 * time.Millisecond}, st, map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.NewNop(),
+			Idle: 20 * time.Millisecond, Clock: st}, st, map[string]outbox.Deliverer{"ledger": s, "acks": s}, zap.NewNop(),
 			metrics.New(prometheus.NewRegistry()))
 		r.SetClock(clock)
 		return r
 	}
 	normal := newRelay(func() time.Time { return time.Now().UTC() })
 	fast := newRelay(func() time.Time { return time.Now().UTC().Add(10 * time.Minute) })
+	slow := newRelay(func() time.Time { return time.Now().UTC().Add(-10 * time.Minute) })
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, r := range []*outbox.Relay{normal, fast} {
+	for _, r := range []*outbox.Relay{normal, fast, slow} {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.Run(ctx) }()
 	}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -79,6 +80,22 @@ type RelayConfig struct {
 	// zero field, takes the relay-wide breaker settings above and no rate
 	// or concurrency limit.
 	Sinks map[string]SinkLimits
+	// Clock, when set, is the clock every replica shares (the database's):
+	// the relay reads its offset from the local clock when Run starts and
+	// at every lease reap, and stamps lease expiries (Claim, ExtendLeases)
+	// and judges them (ReapExpired) on local time plus that offset. Without
+	// it, a replica whose clock runs fast reaps the live leases of the
+	// others (and delivers their rows again), and one whose clock runs slow
+	// has its own reaped. Due times and ages stay on the local clock, as
+	// the ingests that stamp new rows do: a skew moves a retry by as much,
+	// it never delays a new row.
+	Clock DatabaseClock
+}
+
+// DatabaseClock reads the clock of the store the replicas share.
+type DatabaseClock interface {
+	// DatabaseNow returns the store's current time. Safe for concurrent use.
+	DatabaseNow(ctx context.Context) (time.Time, error)
 }
 
 // SinkLimits are one sink's delivery settings. The rate and concurrency
@@ -172,7 +189,10 @@ type Relay struct {
 	log       *zap.Logger
 	m         *metrics.Metrics
 	now       func() time.Time
-	wake      chan struct{}
+	// skew is how far cfg.Clock is ahead of now, in nanoseconds (0
+	// without a Clock): lease expiries are stamped and judged at now+skew.
+	skew atomic.Int64
+	wake chan struct{}
 	// gone are the sinks this relay saw answer 410 Gone.
 	gone goneMarks
 }
@@ -257,8 +277,34 @@ func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Lo
 	return r
 }
 
-// SetClock replaces the clock (tests).
+// SetClock replaces the clock (tests); with a RelayConfig.Clock, leases
+// still go by that clock's offset from it.
 func (r *Relay) SetClock(now func() time.Time) { r.now = now }
+
+// leaseSkew is how far the shared clock is ahead of r.now.
+func (r *Relay) leaseSkew() time.Duration { return time.Duration(r.skew.Load()) }
+
+// syncClock sets the offset of the shared clock (RelayConfig.Clock) from
+// the local one, the round trip's midpoint taken as the moment it was
+// read. On an error the last offset is kept.
+func (r *Relay) syncClock(ctx context.Context) {
+	if r.cfg.Clock == nil {
+		return
+	}
+	before := r.now()
+	shared, err := r.cfg.Clock.DatabaseNow(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("reading the database clock failed; the last offset is kept", zap.Error(err))
+		}
+		return
+	}
+	after := r.now()
+	off := shared.Sub(before.Add(after.Sub(before) / 2))
+	if old := time.Duration(r.skew.Swap(int64(off))); (off - old).Abs() > time.Second {
+		r.log.Info("leases follow the database clock", zap.Duration("ahead_of_local", off))
+	}
+}
 
 // Wake tells idle workers that rows may be due (e.g. an ingest committed).
 // It never blocks.
@@ -275,6 +321,7 @@ func (r *Relay) Wake() {
 // given back at once, due now, without an attempt counted. Run returns
 // nil after a clean stop.
 func (r *Relay) Run(ctx context.Context) error {
+	r.syncClock(ctx)
 	var wg sync.WaitGroup
 	for i := 0; i < r.cfg.Workers; i++ {
 		wg.Add(1)
@@ -293,7 +340,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if n, err := r.ob.ReapExpired(ctx, r.now()); err != nil && ctx.Err() == nil {
+				r.syncClock(ctx)
+				if n, err := r.ob.ReapExpired(ctx, r.now().Add(r.leaseSkew())); err != nil && ctx.Err() == nil {
 					r.log.Warn("reap expired leases", zap.Error(err))
 				} else if n > 0 {
 					r.log.Info("returned expired leases to pending", zap.Int("rows", n))
@@ -337,7 +385,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		return 0, nil // an empty filter would claim every sink's rows
 	}
 	claimed := r.now()
-	rows, err := r.ob.Claim(ctx, claimed, r.sinkNames, r.cfg.Batch, r.cfg.Lease)
+	// The lease is stamped to expire cfg.Lease after now on the shared
+	// clock; b.expires below is the same moment on this relay's.
+	rows, err := r.ob.Claim(ctx, claimed, r.sinkNames, r.cfg.Batch, r.cfg.Lease+r.leaseSkew())
 	if err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
 	}
@@ -476,7 +526,7 @@ func (r *Relay) extend(ctx context.Context, b *batch) {
 		return
 	}
 	now := r.now()
-	lost, err := r.ob.ExtendLeases(ctx, held, now, r.cfg.Lease)
+	lost, err := r.ob.ExtendLeases(ctx, held, now, r.cfg.Lease+r.leaseSkew())
 	if err != nil {
 		r.log.Warn("extending leases failed", zap.Error(err), zap.Int("rows", len(held)))
 		return

@@ -1240,6 +1240,17 @@ func (s *Store) GiveBack(ctx context.Context, id int64, token string, now, at ti
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, []any{id, token, now, at}, now, a, nil)
 }
 
+// DatabaseNow implements outbox.DatabaseClock: the database's clock,
+// which every replica's relay follows so that leases stamped by one are
+// judged by the same clock at another.
+func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("database clock: %w", err)
+	}
+	return now.UTC(), nil
+}
+
 // ReapExpired implements outbox.Store.
 func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL,

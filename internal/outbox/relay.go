@@ -435,7 +435,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	}
 	close(stop)
 	<-renewed
-	r.flush(work, b)
+	r.flushLast(work, ctx, b)
 	return handled, nil
 }
 
@@ -493,24 +493,54 @@ func (b *batch) finish(row Row, c *Completion) {
 }
 
 // flush records the deliveries made so far; a row whose lease was lost is
-// counted, and its new holder delivers it again.
-func (r *Relay) flush(ctx context.Context, b *batch) {
+// counted, and its new holder delivers it again. Deliveries the store
+// fails to record stay in the batch for the next flush (the lease ticker's
+// or the batch's last), and flush reports false.
+func (r *Relay) flush(ctx context.Context, b *batch) bool {
 	b.mu.Lock()
 	done := b.done
 	b.done = nil
 	b.mu.Unlock()
 	if len(done) == 0 {
-		return
+		return true
 	}
 	lost, err := r.ob.CompleteMany(ctx, done, r.now())
 	if err != nil {
-		r.log.Error("recording deliveries failed; the rows return after their leases expire", zap.Error(err),
+		b.mu.Lock()
+		b.done = append(done, b.done...)
+		b.mu.Unlock()
+		r.log.Warn("recording deliveries failed; trying again while their leases hold", zap.Error(err),
 			zap.Int("rows", len(done)))
-		return
+		return false
 	}
 	for _, id := range lost {
 		r.m.LeaseLost.Inc()
 		r.log.Warn("lease lost before the delivery was recorded: another relay owns the row", zap.Int64("outbox_id", id))
+	}
+	return true
+}
+
+// flushLast records the batch's last deliveries. A store that cannot
+// record them (restarting, failing over) is tried again, with backoff,
+// while their leases may hold and the relay is not stopping, so a
+// delivery made during a store outage is not posted a second time when
+// its lease lapses.
+func (r *Relay) flushLast(work, stop context.Context, b *batch) {
+	start := time.Now()
+	for wait := 50 * time.Millisecond; !r.flush(work, b); wait = min(2*wait, 2*time.Second) {
+		b.mu.Lock()
+		rows := len(b.done)
+		lapse := !r.now().Add(wait).Before(b.expires)
+		b.mu.Unlock()
+		if lapse || stop.Err() != nil || time.Since(start)+wait >= r.cfg.Lease {
+			r.log.Error("recording deliveries failed; the rows return after their leases expire",
+				zap.Int("rows", rows))
+			return
+		}
+		select {
+		case <-stop.Done():
+		case <-time.After(wait):
+		}
 	}
 }
 

@@ -90,6 +90,11 @@ type RelayConfig struct {
 	// the ingests that stamp new rows do: a skew moves a retry by as much,
 	// it never delays a new row.
 	Clock DatabaseClock
+	// StoreTimeout bounds each store call of the relay (default: Lease, at
+	// least 10s). A connection stranded by a failover (the old primary
+	// gone, nothing answering and nothing closing) fails the call then,
+	// and the next call gets a new connection.
+	StoreTimeout time.Duration
 }
 
 // DatabaseClock reads the clock of the store the replicas share.
@@ -245,7 +250,10 @@ func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Lo
 	if cfg.BreakerTimeout <= 0 {
 		cfg.BreakerTimeout = d.BreakerTimeout
 	}
-	r := &Relay{cfg: cfg, ob: ob, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = max(cfg.Lease, 10*time.Second)
+	}
+	r := &Relay{cfg: cfg, ob: boundedQueue{q: ob, d: cfg.StoreTimeout}, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
 		gates: map[string]*gate{}, log: log, m: m, now: func() time.Time { return time.Now().UTC() },
 		wake: make(chan struct{}, 1)}
 	for name := range sinks {
@@ -292,6 +300,8 @@ func (r *Relay) syncClock(ctx context.Context) {
 		return
 	}
 	before := r.now()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
+	defer cancel()
 	shared, err := r.cfg.Clock.DatabaseNow(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -849,4 +859,70 @@ func (r *Relay) fence(err error, log *zap.Logger) bool {
 		log.Error("outbox update failed; the row returns after its lease expires", zap.Error(err))
 	}
 	return false
+}
+
+// boundedQueue bounds every call to q by d.
+type boundedQueue struct {
+	q Queue
+	d time.Duration
+}
+
+func (b boundedQueue) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]Row, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.Claim(ctx, now, sinks, limit, lease)
+}
+
+func (b boundedQueue) ExtendLeases(ctx context.Context, held []Held, now time.Time, lease time.Duration) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.ExtendLeases(ctx, held, now, lease)
+}
+
+func (b boundedQueue) CompleteMany(ctx context.Context, done []Completion, now time.Time) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.CompleteMany(ctx, done, now)
+}
+
+func (b boundedQueue) Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.Retry(ctx, id, token, now, at, f)
+}
+
+func (b boundedQueue) Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.Dead(ctx, id, token, now, f)
+}
+
+func (b boundedQueue) Snooze(ctx context.Context, id int64, token string, now, at time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.Snooze(ctx, id, token, now, at)
+}
+
+func (b boundedQueue) GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *Attempt) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.GiveBack(ctx, id, token, now, at, a)
+}
+
+func (b boundedQueue) ReapExpired(ctx context.Context, now time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.ReapExpired(ctx, now)
+}
+
+func (b boundedQueue) DisableSink(ctx context.Context, sink, reason, by string, now, sent time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.DisableSink(ctx, sink, reason, by, now, sent)
+}
+
+func (b boundedQueue) ParkDisabled(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.ParkDisabled(ctx)
 }

@@ -167,3 +167,58 @@ func TestRelayOutlivesConnectionsStrandedByAFailover(t *testing.T) {
 	proxy.close()
 	st.Close()
 }
+
+// TestListenOutlivesAConnectionStrandedByAFailover: the connection that
+// LISTENs for ingests is stranded by a failover (nothing answers, nothing
+// closes it). Listen finds it dead, listens again on a new connection
+// (and wakes the relay, as after any reconnect), and stops when asked.
+func TestListenOutlivesAConnectionStrandedByAFailover(t *testing.T) {
+	direct := pgtest.New(t, postgres.Options{})
+	var schema string
+	if err := direct.Pool().QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newFailoverProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	st, err := postgres.Open(context.Background(), u.String(), postgres.Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wakes := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		st.Listen(ctx, func() { wakes <- struct{}{} }, nil)
+		close(stopped)
+	}()
+	wait := func(what string) bool {
+		select {
+		case <-wakes:
+			return true
+		case <-time.After(time.Minute): // a hang guard
+			t.Errorf("no wake-up %s", what)
+			return false
+		}
+	}
+	if wait("when listening starts") {
+		proxy.strand()
+		for len(wakes) > 0 {
+			<-wakes
+		}
+		wait("after the listening connection was stranded")
+	}
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute): // a hang guard
+		t.Error("Listen did not stop: it waits on a stranded connection")
+		proxy.close()
+		<-stopped
+	}
+	proxy.close()
+	st.Close()
+}

@@ -184,7 +184,8 @@ func TestListenOutlivesAConnectionStrandedByAFailover(t *testing.T) {
 	}
 	proxy := newFailoverProxy(t, u.Host)
 	u.Host = proxy.ln.Addr().String()
-	st, err := postgres.Open(context.Background(), u.String(), postgres.Options{Schema: schema})
+	st, err := postgres.Open(context.Background(), u.String(), postgres.Options{Schema: schema,
+		ListenCheck: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

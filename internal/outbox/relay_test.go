@@ -244,7 +244,9 @@ func TestBreakerOpensWithoutBurningAttempts(t *testing.T) {
 		}
 		return 200, nil
 	})
-	h := newHarness(t, rc, outbox.RelayConfig{BreakerFailures: 3, BreakerTimeout: 200 * time.Millisecond, MaxAttempts: 10})
+	// The cooldown is real time: long enough that eight rounds on a loaded
+	// machine (each a few SQLite commits, synced) end before it does.
+	h := newHarness(t, rc, outbox.RelayConfig{BreakerFailures: 3, BreakerTimeout: 3 * time.Second, MaxAttempts: 10})
 	for range 8 {
 		h.round(t)
 	}
@@ -260,7 +262,7 @@ func TestBreakerOpensWithoutBurningAttempts(t *testing.T) {
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	time.Sleep(250 * time.Millisecond) // the breaker half-opens
+	time.Sleep(3100 * time.Millisecond) // the breaker half-opens
 	h.round(t)
 	if p := h.payment(t); p.Status != outbox.StatusDelivered || p.Attempts != 4 {
 		t.Errorf("after recovery: %s", brief(p))

@@ -138,10 +138,13 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		sinks[name] = progressSink{Deliverer: s, p: relayProgress}
 		limits[name] = sc.RelayLimits()
 	}
-	d.relay = outbox.NewRelay(outbox.RelayConfig{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
+	relayCfg := outbox.RelayConfig{Workers: cfg.Relay.Workers, MaxAttempts: cfg.Relay.MaxAttempts,
 		BackoffBase: cfg.Relay.Backoff.Base.D(), BackoffMax: cfg.Relay.Backoff.Max.D(), MaxAge: cfg.Relay.MaxAge.D(),
-		Lease: cfg.Relay.Lease.D(), DeadEvents: cfg.DeadEventSink(), Sinks: limits},
-		progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
+		Lease: cfg.Relay.Lease.D(), DeadEvents: cfg.DeadEventSink(), Sinks: limits}
+	if c, ok := st.(outbox.DatabaseClock); ok {
+		relayCfg.Clock = c // replicas judge each other's leases by one clock
+	}
+	d.relay = outbox.NewRelay(relayCfg, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
 	holder := store.NewHolderID()
 	for _, sc := range cfg.Sources {
 		src, err := buildSource(sc)

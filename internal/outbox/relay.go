@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -79,6 +80,27 @@ type RelayConfig struct {
 	// zero field, takes the relay-wide breaker settings above and no rate
 	// or concurrency limit.
 	Sinks map[string]SinkLimits
+	// Clock, when set, is the clock every replica shares (the database's):
+	// the relay reads its offset from the local clock when Run starts and
+	// at every lease reap, and stamps lease expiries (Claim, ExtendLeases)
+	// and judges them (ReapExpired) on local time plus that offset. Without
+	// it, a replica whose clock runs fast reaps the live leases of the
+	// others (and delivers their rows again), and one whose clock runs slow
+	// has its own reaped. Due times and ages stay on the local clock, as
+	// the ingests that stamp new rows do: a skew moves a retry by as much,
+	// it never delays a new row.
+	Clock DatabaseClock
+	// StoreTimeout bounds each store call of the relay (default: Lease, at
+	// least 10s). A connection stranded by a failover (the old primary
+	// gone, nothing answering and nothing closing) fails the call then,
+	// and the next call gets a new connection.
+	StoreTimeout time.Duration
+}
+
+// DatabaseClock reads the clock of the store the replicas share.
+type DatabaseClock interface {
+	// DatabaseNow returns the store's current time. Safe for concurrent use.
+	DatabaseNow(ctx context.Context) (time.Time, error)
 }
 
 // SinkLimits are one sink's delivery settings. The rate and concurrency
@@ -172,7 +194,10 @@ type Relay struct {
 	log       *zap.Logger
 	m         *metrics.Metrics
 	now       func() time.Time
-	wake      chan struct{}
+	// skew is how far cfg.Clock is ahead of now, in nanoseconds (0
+	// without a Clock): lease expiries are stamped and judged at now+skew.
+	skew atomic.Int64
+	wake chan struct{}
 	// gone are the sinks this relay saw answer 410 Gone.
 	gone goneMarks
 }
@@ -225,7 +250,10 @@ func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Lo
 	if cfg.BreakerTimeout <= 0 {
 		cfg.BreakerTimeout = d.BreakerTimeout
 	}
-	r := &Relay{cfg: cfg, ob: ob, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
+	if cfg.StoreTimeout <= 0 {
+		cfg.StoreTimeout = max(cfg.Lease, 10*time.Second)
+	}
+	r := &Relay{cfg: cfg, ob: boundedQueue{q: ob, d: cfg.StoreTimeout}, sinks: sinks, breakers: map[string]*gobreaker.CircuitBreaker[sink.Result]{},
 		gates: map[string]*gate{}, log: log, m: m, now: func() time.Time { return time.Now().UTC() },
 		wake: make(chan struct{}, 1)}
 	for name := range sinks {
@@ -257,8 +285,36 @@ func NewRelay(cfg RelayConfig, ob Queue, sinks map[string]Deliverer, log *zap.Lo
 	return r
 }
 
-// SetClock replaces the clock (tests).
+// SetClock replaces the clock (tests); with a RelayConfig.Clock, leases
+// still go by that clock's offset from it.
 func (r *Relay) SetClock(now func() time.Time) { r.now = now }
+
+// leaseSkew is how far the shared clock is ahead of r.now.
+func (r *Relay) leaseSkew() time.Duration { return time.Duration(r.skew.Load()) }
+
+// syncClock sets the offset of the shared clock (RelayConfig.Clock) from
+// the local one, the round trip's midpoint taken as the moment it was
+// read. On an error the last offset is kept.
+func (r *Relay) syncClock(ctx context.Context) {
+	if r.cfg.Clock == nil {
+		return
+	}
+	before := r.now()
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.StoreTimeout)
+	defer cancel()
+	shared, err := r.cfg.Clock.DatabaseNow(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("reading the database clock failed; the last offset is kept", zap.Error(err))
+		}
+		return
+	}
+	after := r.now()
+	off := shared.Sub(before.Add(after.Sub(before) / 2))
+	if old := time.Duration(r.skew.Swap(int64(off))); (off - old).Abs() > time.Second {
+		r.log.Info("leases follow the database clock", zap.Duration("ahead_of_local", off))
+	}
+}
 
 // Wake tells idle workers that rows may be due (e.g. an ingest committed).
 // It never blocks.
@@ -275,6 +331,7 @@ func (r *Relay) Wake() {
 // given back at once, due now, without an attempt counted. Run returns
 // nil after a clean stop.
 func (r *Relay) Run(ctx context.Context) error {
+	r.syncClock(ctx)
 	var wg sync.WaitGroup
 	for i := 0; i < r.cfg.Workers; i++ {
 		wg.Add(1)
@@ -293,7 +350,8 @@ func (r *Relay) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if n, err := r.ob.ReapExpired(ctx, r.now()); err != nil && ctx.Err() == nil {
+				r.syncClock(ctx)
+				if n, err := r.ob.ReapExpired(ctx, r.now().Add(r.leaseSkew())); err != nil && ctx.Err() == nil {
 					r.log.Warn("reap expired leases", zap.Error(err))
 				} else if n > 0 {
 					r.log.Info("returned expired leases to pending", zap.Int("rows", n))
@@ -337,7 +395,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		return 0, nil // an empty filter would claim every sink's rows
 	}
 	claimed := r.now()
-	rows, err := r.ob.Claim(ctx, claimed, r.sinkNames, r.cfg.Batch, r.cfg.Lease)
+	// The lease is stamped to expire cfg.Lease after now on the shared
+	// clock; b.expires below is the same moment on this relay's.
+	rows, err := r.ob.Claim(ctx, claimed, r.sinkNames, r.cfg.Batch, r.cfg.Lease+r.leaseSkew())
 	if err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
 	}
@@ -385,7 +445,7 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	}
 	close(stop)
 	<-renewed
-	r.flush(work, b)
+	r.flushLast(work, ctx, b)
 	return handled, nil
 }
 
@@ -443,24 +503,54 @@ func (b *batch) finish(row Row, c *Completion) {
 }
 
 // flush records the deliveries made so far; a row whose lease was lost is
-// counted, and its new holder delivers it again.
-func (r *Relay) flush(ctx context.Context, b *batch) {
+// counted, and its new holder delivers it again. Deliveries the store
+// fails to record stay in the batch for the next flush (the lease ticker's
+// or the batch's last), and flush reports false.
+func (r *Relay) flush(ctx context.Context, b *batch) bool {
 	b.mu.Lock()
 	done := b.done
 	b.done = nil
 	b.mu.Unlock()
 	if len(done) == 0 {
-		return
+		return true
 	}
 	lost, err := r.ob.CompleteMany(ctx, done, r.now())
 	if err != nil {
-		r.log.Error("recording deliveries failed; the rows return after their leases expire", zap.Error(err),
+		b.mu.Lock()
+		b.done = append(done, b.done...)
+		b.mu.Unlock()
+		r.log.Warn("recording deliveries failed; trying again while their leases hold", zap.Error(err),
 			zap.Int("rows", len(done)))
-		return
+		return false
 	}
 	for _, id := range lost {
 		r.m.LeaseLost.Inc()
 		r.log.Warn("lease lost before the delivery was recorded: another relay owns the row", zap.Int64("outbox_id", id))
+	}
+	return true
+}
+
+// flushLast records the batch's last deliveries. A store that cannot
+// record them (restarting, failing over) is tried again, with backoff,
+// while their leases may hold and the relay is not stopping, so a
+// delivery made during a store outage is not posted a second time when
+// its lease lapses.
+func (r *Relay) flushLast(work, stop context.Context, b *batch) {
+	start := time.Now()
+	for wait := 50 * time.Millisecond; !r.flush(work, b); wait = min(2*wait, 2*time.Second) {
+		b.mu.Lock()
+		rows := len(b.done)
+		lapse := !r.now().Add(wait).Before(b.expires)
+		b.mu.Unlock()
+		if lapse || stop.Err() != nil || time.Since(start)+wait >= r.cfg.Lease {
+			r.log.Error("recording deliveries failed; the rows return after their leases expire",
+				zap.Int("rows", rows))
+			return
+		}
+		select {
+		case <-stop.Done():
+		case <-time.After(wait):
+		}
 	}
 }
 
@@ -476,7 +566,7 @@ func (r *Relay) extend(ctx context.Context, b *batch) {
 		return
 	}
 	now := r.now()
-	lost, err := r.ob.ExtendLeases(ctx, held, now, r.cfg.Lease)
+	lost, err := r.ob.ExtendLeases(ctx, held, now, r.cfg.Lease+r.leaseSkew())
 	if err != nil {
 		r.log.Warn("extending leases failed", zap.Error(err), zap.Int("rows", len(held)))
 		return
@@ -769,4 +859,70 @@ func (r *Relay) fence(err error, log *zap.Logger) bool {
 		log.Error("outbox update failed; the row returns after its lease expires", zap.Error(err))
 	}
 	return false
+}
+
+// boundedQueue bounds every call to q by d.
+type boundedQueue struct {
+	q Queue
+	d time.Duration
+}
+
+func (b boundedQueue) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]Row, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.Claim(ctx, now, sinks, limit, lease)
+}
+
+func (b boundedQueue) ExtendLeases(ctx context.Context, held []Held, now time.Time, lease time.Duration) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.ExtendLeases(ctx, held, now, lease)
+}
+
+func (b boundedQueue) CompleteMany(ctx context.Context, done []Completion, now time.Time) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.CompleteMany(ctx, done, now)
+}
+
+func (b boundedQueue) Retry(ctx context.Context, id int64, token string, now, at time.Time, f Failure) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.Retry(ctx, id, token, now, at, f)
+}
+
+func (b boundedQueue) Dead(ctx context.Context, id int64, token string, now time.Time, f Failure) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.Dead(ctx, id, token, now, f)
+}
+
+func (b boundedQueue) Snooze(ctx context.Context, id int64, token string, now, at time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.Snooze(ctx, id, token, now, at)
+}
+
+func (b boundedQueue) GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *Attempt) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.GiveBack(ctx, id, token, now, at, a)
+}
+
+func (b boundedQueue) ReapExpired(ctx context.Context, now time.Time) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.ReapExpired(ctx, now)
+}
+
+func (b boundedQueue) DisableSink(ctx context.Context, sink, reason, by string, now, sent time.Time) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.DisableSink(ctx, sink, reason, by, now, sent)
+}
+
+func (b boundedQueue) ParkDisabled(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.q.ParkDisabled(ctx)
 }

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -100,5 +101,22 @@ func TestVerifyAcceptsWhatSignSigns(t *testing.T) {
 	}
 	if Verify("whsec_b3RoZXI=", hdr, body) {
 		t.Error("another secret verifies")
+	}
+}
+
+// TestRetryAfterBeyondDurationRangeIsTheLongestWait: a Retry-After in
+// seconds too large for a time.Duration (a garbage or "never" value) is
+// the longest wait there is, never a wrapped-around one (18446744074 s
+// wrapped to 290 ms, 9223372037 s to a negative wait, i.e. none) nor
+// ignored (more digits than an int64 holds).
+func TestRetryAfterBeyondDurationRangeIsTheLongestWait(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, v := range []string{"9223372037", "18446744074", "99999999999", "99999999999999999999999"} {
+		if got := Classify(503, v, nil, now).RetryAfter; got != time.Duration(math.MaxInt64) {
+			t.Errorf("Retry-After: %s waits %s, want the longest wait", v, got)
+		}
+	}
+	if got := Classify(429, "9223372036", nil, now).RetryAfter; got != 9223372036*time.Second {
+		t.Errorf("the largest Retry-After in range waits %s", got)
 	}
 }

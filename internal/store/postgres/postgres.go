@@ -43,6 +43,8 @@ type Store struct {
 	// raced holds the correlation ids of ingestions rolled back as
 	// transient; written again, they claim one set at a time.
 	raced racedIngests
+	// listenCheck is Options.ListenCheck.
+	listenCheck time.Duration
 }
 
 // racedIngests is a set of correlation ids of ingestions rolled back as
@@ -98,6 +100,10 @@ type Options struct {
 	Schema string
 	// MaxConns bounds the pool (default pgxpool's).
 	MaxConns int32
+	// ListenCheck is how long the LISTEN connection may stay quiet before
+	// Listen checks that it still answers (default 30s; a check waits as
+	// long): a connection a failover stranded is then left for a new one.
+	ListenCheck time.Duration
 }
 
 // Open connects to url. It does not migrate.
@@ -129,7 +135,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", redact(err))
 	}
-	s := &Store{pool: pool, side: side}
+	s := &Store{pool: pool, side: side, listenCheck: opts.ListenCheck}
 	s.ctl.Reserve = s.reserveControlNumbers
 	return s, nil
 }
@@ -888,23 +894,65 @@ func (s *Store) Listen(ctx context.Context, wake func(), onError func(err error,
 }
 
 // listenOnce listens on one connection until it fails; listened reports
-// whether LISTEN took.
+// whether LISTEN took. A connection quiet for listenCheck must answer a
+// ping within listenCheck, or it is closed and listenOnce fails: a
+// failover can strand it (nothing answers, nothing closes it).
 func (s *Store) listenOnce(ctx context.Context, wake func()) (listened bool, err error) {
+	check := s.listenCheck
+	if check <= 0 {
+		check = 30 * time.Second
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+	// bounded runs f within d, past ctx's end when after is set.
+	bounded := func(d time.Duration, after bool, f func(ctx context.Context) error) error {
+		parent := ctx
+		if after {
+			parent = context.WithoutCancel(ctx)
+		}
+		bctx, cancel := context.WithTimeout(parent, d)
+		defer cancel()
+		return f(bctx)
+	}
+	drop := func() { // it may be stranded: closed, not back to the pool
+		bounded(time.Second, true, conn.Conn().Close)
+	}
+	if err := bounded(check, false, func(bctx context.Context) error {
+		_, err := conn.Exec(bctx, "LISTEN "+NotifyChannel)
+		return err
+	}); err != nil {
+		drop()
 		return false, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+NotifyChannel)
+	defer func() {
+		if err := bounded(min(check, 5*time.Second), true, func(bctx context.Context) error {
+			_, err := conn.Exec(bctx, "UNLISTEN "+NotifyChannel)
+			return err
+		}); err != nil {
+			drop()
+		}
+	}()
 	wake()
 	for {
-		if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+		wctx, cancel := context.WithTimeout(ctx, check)
+		_, err := conn.Conn().WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			wake()
+			continue
+		case ctx.Err() != nil:
+			return true, err
+		case !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err):
 			return true, err
 		}
-		wake()
+		if err := bounded(check, false, conn.Ping); err != nil {
+			drop()
+			return true, fmt.Errorf("listen connection quiet for %s does not answer: %w", check, err)
+		}
 	}
 }
 
@@ -1238,6 +1286,17 @@ func (s *Store) GiveBack(ctx context.Context, id int64, token string, now, at ti
 	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $4, attempts = greatest(attempts - 1, 0), updated_at = $3
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, []any{id, token, now, at}, now, a, nil)
+}
+
+// DatabaseNow implements outbox.DatabaseClock: the database's clock,
+// which every replica's relay follows so that leases stamped by one are
+// judged by the same clock at another.
+func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&now); err != nil {
+		return time.Time{}, fmt.Errorf("database clock: %w", err)
+	}
+	return now.UTC(), nil
 }
 
 // ReapExpired implements outbox.Store.

@@ -394,10 +394,18 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	if len(r.sinkNames) == 0 {
 		return 0, nil // an empty filter would claim every sink's rows
 	}
+	if ctx.Err() != nil {
+		return 0, nil
+	}
 	claimed := r.now()
 	// The lease is stamped to expire cfg.Lease after now on the shared
 	// clock; b.expires below is the same moment on this relay's.
-	rows, err := r.ob.Claim(ctx, claimed, r.sinkNames, r.cfg.Batch, r.cfg.Lease+r.leaseSkew())
+	//
+	// A stop does not cut the claim short (it is bounded by StoreTimeout):
+	// a cancellation that lands once the database committed would leave
+	// the rows claimed and unknown here, inflight until their leases
+	// lapse. The rows it returns are given back below.
+	rows, err := r.ob.Claim(context.WithoutCancel(ctx), claimed, r.sinkNames, r.cfg.Batch, r.cfg.Lease+r.leaseSkew())
 	if err != nil {
 		return 0, fmt.Errorf("claim: %w", err)
 	}

@@ -688,6 +688,13 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 		}
 		now = r.now()
 	}
+	// trial: the request probes a sink whose breaker opened (half-open:
+	// one request at a time, the rest snoozed). A failed trial says the
+	// sink is still down, not that the row fails: it does not spend the
+	// row's max_attempts, so an outage longer than the backoff's reach
+	// (a weekend) ends the row by max_age, not by attempts that all
+	// met a down receiver.
+	trial := r.breakers[row.Sink].State() == gobreaker.StateHalfOpen
 	start := time.Now()
 	res, err := r.breakers[row.Sink].Execute(func() (sink.Result, error) {
 		if !admitted {
@@ -729,7 +736,7 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 	case sink.Gone:
 		r.sinkGone(ctx, row, res, att, log)
 	case sink.Retry:
-		if row.Attempts >= r.cfg.MaxAttempts {
+		if row.Attempts >= r.cfg.MaxAttempts && !trial {
 			fail.Error = fmt.Sprintf("max_attempts (%d) exhausted; last error: %s", r.cfg.MaxAttempts, res.Err)
 			r.dead(ctx, row, fail, "max_attempts", log)
 			return false

@@ -231,6 +231,45 @@ func TestMaxAttemptsDeadLetters(t *testing.T) {
 	}
 }
 
+// TestOutageOutlastingTheAttemptsEndsByMaxAge: a receiver down longer
+// than max_attempts' reach (a weekend: with the defaults, 25 attempts
+// are spent in about seven hours) does not dead-letter its rows by
+// attempts. Once the breaker opens, each retry is its half-open trial,
+// which fails without spending the row's max_attempts; the row ends by
+// max_age, and is delivered if the receiver returns before it.
+func TestOutageOutlastingTheAttemptsEndsByMaxAge(t *testing.T) {
+	var mu sync.Mutex
+	down := true
+	rc := newReceiver(t, func(int) (int, http.Header) {
+		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			return 503, nil
+		}
+		return 200, nil
+	})
+	const cooldown = time.Millisecond // real time; each round moves the relay's clock an hour
+	h := newHarness(t, rc, outbox.RelayConfig{MaxAttempts: 3, BreakerFailures: 2, BreakerTimeout: cooldown,
+		MaxAge: 72 * time.Hour})
+	for range 12 { // twelve hours of outage
+		time.Sleep(5 * cooldown) // the breaker half-opens
+		h.round(t)
+	}
+	p := h.payment(t)
+	if p.Status != outbox.StatusPending || p.Attempts <= 3 {
+		t.Fatalf("after a 12-hour outage: %s, %d requests (want pending, past max_attempts by failed trials)",
+			brief(p), len(rc.got()))
+	}
+	mu.Lock()
+	down = false
+	mu.Unlock()
+	time.Sleep(5 * cooldown)
+	h.round(t)
+	if p := h.payment(t); p.Status != outbox.StatusDelivered {
+		t.Errorf("after the receiver came back: %s", brief(p))
+	}
+}
+
 // TestBreakerOpensWithoutBurningAttempts: while the sink is down the
 // breaker opens and rows wait without attempts being counted; delivery
 // resumes when the sink is back.

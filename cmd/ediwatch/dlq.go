@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ediwatch/ediwatch/internal/config"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -41,12 +44,15 @@ in their responses: keys are shown as digests, and responses and payloads
 not at all, unless --show-phi is given.`,
 	}
 	cmd.PersistentFlags().StringVar(&cfgPath, "config", "", "configuration file")
+	// configured are the sinks of the configuration a subcommand loaded.
+	var configured map[string]config.Sink
 	withStore := func(run func(cmd *cobra.Command, s store.Store, args []string) error) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
 			cfg, err := loadConfig(cfgPath)
 			if err != nil {
 				return err
 			}
+			configured = cfg.Sinks
 			s, err := openStore(cmd.Context(), cfg.Store, true)
 			if err != nil {
 				return err
@@ -169,11 +175,28 @@ not at all, unless --show-phi is given.`,
 			if err != nil {
 				return err
 			}
+			// Rows of a sink this configuration lacks (removed, or
+			// renamed) wait for a replica that has it: say so, or
+			// they would seem queued and never come.
+			unknown := map[string]int{}
+			rows, err := s.ListDeadBrief(cmd.Context(), f, 100000)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				if _, ok := configured[r.Sink]; !ok {
+					unknown[r.Sink]++
+				}
+			}
 			n, err := s.Replay(cmd.Context(), f, time.Now().UTC())
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "%d rows queued for delivery again\n", n)
+			for _, name := range slices.Sorted(maps.Keys(unknown)) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d of them go to sink %q, which this configuration does not define: "+
+					"they stay pending until a replica whose configuration has it runs\n", unknown[name], name)
+			}
 			return nil
 		})}
 	filterFlags(replay)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,5 +133,61 @@ func TestDLQRecoveryByTime(t *testing.T) {
 		if got, _ := st.GetOutbox(ctx, id); got.Status != want {
 			t.Errorf("row %d: %s, want %s", id, got.Status, want)
 		}
+	}
+}
+
+// TestDLQReplayWarnsOfSinksNotConfigured: a replay of rows whose sink the
+// configuration no longer defines (removed, or renamed) says that they
+// will wait, instead of reporting them queued as if they would come.
+func TestDLQReplayWarnsOfSinksNotConfigured(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "e.db")
+	storeYAML := fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+db)
+	withLedger := writeConfig(t, storeYAML)
+	withoutLedger := filepath.Join(t.TempDir(), "ediwatch.yaml")
+	if err := os.WriteFile(withoutLedger, []byte(storeYAML+`
+sinks: {acks: {url: "https://gateway.example.test/acks"}}
+routes: {payment.posted: acks, claim.received: acks, ack.999: acks, ack.ta1: acks}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	x12gen.Claims{Control: 9, Claims: 2, IDPrefix: "PCN8812-"}.Write(&b)
+	now := time.Now().UTC()
+	if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "t", Path: "c.x12",
+		Size: int64(b.Len()), MTime: now, SHA256: "x", CorrelationID: "corr", Now: now}, bytes.NewReader(b.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.Claim(ctx, now, []string{"ledger"}, 10, time.Minute)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("claim: %d %v", len(rows), err)
+	}
+	for _, r := range rows {
+		if err := st.Dead(ctx, r.ID, r.LeaseToken, now, outbox.Failure{HTTPStatus: 422, Error: "HTTP 422"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	replay := func(cfg string, id int64) string {
+		t.Helper()
+		out, err := command(t, "dlq", "replay", fmt.Sprint(id), "--config", cfg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("replay: %v\n%s", err, out)
+		}
+		return string(out)
+	}
+	if out := replay(withLedger, rows[0].ID); !strings.Contains(out, "1 rows queued") || strings.Contains(out, "warning") {
+		t.Errorf("replay to a configured sink:\n%s", out)
+	}
+	out := replay(withoutLedger, rows[1].ID)
+	if !strings.Contains(out, "1 rows queued") || !strings.Contains(out, `warning: 1 of them go to sink "ledger"`) {
+		t.Errorf("replay to a sink the configuration lacks says nothing of it:\n%s", out)
 	}
 }

@@ -351,13 +351,8 @@ func (s *SFTP) put(c *sftp.Client, final string, body []byte, msg sink.Message) 
 			return err
 		}
 		if msg.Attempt > 1 {
-			// The attempt before, killed between its upload and its
-			// rename, left its temporary file; no one else knows its
-			// name. A holder of that attempt still uploading (its lease
-			// lapsed) loses its file and fails, as it must.
-			prev, _ := s.tempName(final, msg, msg.Attempt-1)
-			if err := c.Remove(prev); err != nil && !errors.Is(err, os.ErrNotExist) && !isStatus(err) {
-				return fmt.Errorf("remove %s: %w", path.Base(prev), err)
+			if err := s.removeEarlier(c, final, msg); err != nil {
+				return err
 			}
 		}
 	}
@@ -388,6 +383,44 @@ func (s *SFTP) tempName(final string, msg sink.Message, attempt int) (string, er
 		return "", err
 	}
 	return final + "." + hex.EncodeToString(d[:]) + s.cfg.TempSuffix, nil
+}
+
+// removeEarlier removes the temporary files earlier attempts of msg left
+// beside final: an attempt killed between its upload and its rename left
+// its file, and no one else knows its name. Not only the attempt just
+// before: that one may never have reached the server (the partner down, a
+// connect that failed) while an earlier one was killed mid-upload. The
+// folder is listed and only names of this sink's, this effect's earlier
+// attempts are removed; a folder that may not be listed falls back to the
+// attempt just before. A holder of an earlier attempt still uploading
+// (its lease lapsed) loses its file and fails, as it must.
+func (s *SFTP) removeEarlier(c *sftp.Client, final string, msg sink.Message) error {
+	earlier := make(map[string]bool, msg.Attempt-1)
+	for k := 1; k < msg.Attempt; k++ {
+		p, _ := s.tempName(final, msg, k)
+		earlier[path.Base(p)] = true
+	}
+	var names []string
+	fis, err := c.ReadDir(path.Dir(final))
+	switch {
+	case err == nil:
+		for _, fi := range fis {
+			if earlier[fi.Name()] {
+				names = append(names, path.Join(path.Dir(final), fi.Name()))
+			}
+		}
+	case isStatus(err) || errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist):
+		prev, _ := s.tempName(final, msg, msg.Attempt-1)
+		names = []string{prev}
+	default:
+		return fmt.Errorf("list %s: %w", path.Dir(final), err)
+	}
+	for _, p := range names {
+		if err := c.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) && !isStatus(err) {
+			return fmt.Errorf("remove %s: %w", path.Base(p), err)
+		}
+	}
+	return nil
 }
 
 // isStatus reports whether err is the server's answer (the connection

@@ -407,6 +407,54 @@ func TestNextAttemptRemovesTheTemporaryFileOfAKilledOne(t *testing.T) {
 	}
 }
 
+// TestAttemptAfterAFailedConnectRemovesTheKilledAttemptsFile: the
+// temporary file of a killed attempt is removed by a later attempt even
+// when the attempt right after it never reached the server (the partner
+// down, a connect that failed): attempt 3 removes attempt 1's file, not
+// only attempt 2's, which never existed.
+func TestAttemptAfterAFailedConnectRemovesTheKilledAttemptsFile(t *testing.T) {
+	sshd := testenv.OpenSSH(t)
+	dir := folder(t, sshd)
+	proxy := newCutProxy(t, sshd.Addr)
+	kh, err := os.ReadFile(sshd.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(sshd.Addr)
+	phost, pport, _ := net.SplitHostPort(proxy.ln.Addr().String())
+	viaProxy := sshd
+	viaProxy.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(viaProxy.KnownHosts, []byte(strings.ReplaceAll(string(kh), "["+host+"]:"+port, "["+phost+"]:"+pport)), 0o600)
+	ctx := context.Background()
+	big := sink.Message{EffectKey: "payment:BIG:2", Kind: "payment.posted", CreatedAt: t0, Attempt: 1,
+		Payload: json.RawMessage(`{"note":"` + strings.Repeat("0123456789", 100_000) + `"}`)}
+	name, body, err := sftpsink.FileName(sftpsink.DefaultName, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := newSink(t, viaProxy, proxy.ln.Addr().String(), dir, nil)
+	proxy.after.Store(300_000)
+	if res := killed.Deliver(ctx, big, time.Now()); res.Outcome != sink.Retry {
+		t.Fatalf("cut delivery: %+v", res)
+	}
+	if parts, _ := filepath.Glob(filepath.Join(dir, name+".*.part")); len(parts) != 1 {
+		t.Fatalf("temporary files after the cut: %v", parts)
+	}
+	// Attempt 2 failed before it reached the server (nothing of it in
+	// the folder); a new process makes attempt 3.
+	restarted := newSink(t, sshd, "", dir, nil)
+	big.Attempt = 3
+	if res := restarted.Deliver(ctx, big, time.Now()); res.Outcome != sink.Delivered {
+		t.Fatalf("third attempt: %+v", res)
+	}
+	if got := files(t, dir); len(got) != 1 || got[0] != name {
+		t.Fatalf("files %v, want %s alone", got, name)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, name)); !bytes.Equal(b, body) {
+		t.Errorf("delivered file is %d bytes, want %d", len(b), len(body))
+	}
+}
+
 // TestPermissionErrorIsRetriedThenDeadLettered: a folder the SFTP user
 // may not write to makes every attempt fail; the relay retries, then
 // dead-letters the row with the server's reason, and no file content

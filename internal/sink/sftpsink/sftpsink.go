@@ -85,6 +85,10 @@ type SFTP struct {
 	mu   sync.Mutex
 	// leftovers are temporary files of failed uploads still to remove.
 	leftovers map[string]struct{}
+	// temps are the temporary names the folder held when last listed
+	// (at tempsAt), for retries to find files killed attempts left.
+	temps   map[string]bool
+	tempsAt time.Time
 	// sealed keeps the message each effect was last sealed to (Encrypt),
 	// in the order sealed: a retry uploads the same bytes, so it
 	// recognises an earlier upload of its own (ours compares bytes, and
@@ -387,39 +391,64 @@ func (s *SFTP) tempName(final string, msg sink.Message, attempt int) (string, er
 
 // removeEarlier removes the temporary files earlier attempts of msg left
 // beside final: an attempt killed between its upload and its rename left
-// its file, and no one else knows its name. Not only the attempt just
-// before: that one may never have reached the server (the partner down, a
-// connect that failed) while an earlier one was killed mid-upload. The
-// folder is listed and only names of this sink's, this effect's earlier
-// attempts are removed; a folder that may not be listed falls back to the
-// attempt just before. A holder of an earlier attempt still uploading
-// (its lease lapsed) loses its file and fails, as it must.
+// its file, and no one else knows its name. The attempt just before is
+// removed by name; earlier ones (the attempt just before may never have
+// reached the server: the partner down, a connect that failed) when the
+// folder's listing shows them. The listing is taken at most every
+// tempsTTL for the whole sink, not per retry: a recovery after an outage
+// retries many rows at once, and a partner's folder may hold thousands of
+// files. A file a killed attempt left is older than the process that
+// retries it, or than tempsTTL. Only names of this sink's, this effect's
+// earlier attempts are removed; a holder of one still uploading (its
+// lease lapsed) loses its file and fails, as it must.
 func (s *SFTP) removeEarlier(c *sftp.Client, final string, msg sink.Message) error {
-	earlier := make(map[string]bool, msg.Attempt-1)
-	for k := 1; k < msg.Attempt; k++ {
+	if err := s.listTemps(c, path.Dir(final)); err != nil {
+		return err
+	}
+	for k := msg.Attempt - 1; k >= 1; k-- {
 		p, _ := s.tempName(final, msg, k)
-		earlier[path.Base(p)] = true
-	}
-	var names []string
-	fis, err := c.ReadDir(path.Dir(final))
-	switch {
-	case err == nil:
-		for _, fi := range fis {
-			if earlier[fi.Name()] {
-				names = append(names, path.Join(path.Dir(final), fi.Name()))
-			}
+		s.mu.Lock()
+		listed := s.temps[path.Base(p)]
+		s.mu.Unlock()
+		if k != msg.Attempt-1 && !listed {
+			continue
 		}
-	case isStatus(err) || errors.Is(err, os.ErrPermission) || errors.Is(err, os.ErrNotExist):
-		prev, _ := s.tempName(final, msg, msg.Attempt-1)
-		names = []string{prev}
-	default:
-		return fmt.Errorf("list %s: %w", path.Dir(final), err)
-	}
-	for _, p := range names {
 		if err := c.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) && !isStatus(err) {
 			return fmt.Errorf("remove %s: %w", path.Base(p), err)
 		}
+		s.mu.Lock()
+		delete(s.temps, path.Base(p))
+		s.mu.Unlock()
 	}
+	return nil
+}
+
+// tempsTTL is how long a listing of the folder's temporary names serves.
+const tempsTTL = 10 * time.Minute
+
+// listTemps lists the temporary names dir holds into temps, unless the
+// last listing is younger than tempsTTL. A folder that may not be listed
+// (a write-only drop box) gives none.
+func (s *SFTP) listTemps(c *sftp.Client, dir string) error {
+	s.mu.Lock()
+	fresh := s.temps != nil && time.Since(s.tempsAt) < tempsTTL
+	s.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	fis, err := c.ReadDir(dir)
+	if err != nil && !isStatus(err) && !errors.Is(err, os.ErrPermission) && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("list %s: %w", dir, err)
+	}
+	temps := map[string]bool{}
+	for _, fi := range fis {
+		if strings.HasSuffix(fi.Name(), s.cfg.TempSuffix) {
+			temps[fi.Name()] = true
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.temps, s.tempsAt = temps, time.Now()
 	return nil
 }
 

@@ -694,12 +694,15 @@ func (r *Relay) deliver(ctx, stop context.Context, row Row, b *batch) bool {
 	// row's max_attempts, so an outage longer than the backoff's reach
 	// (a weekend) ends the row by max_age, not by attempts that all
 	// met a down receiver.
-	trial := r.breakers[row.Sink].State() == gobreaker.StateHalfOpen
+	trial := false
 	start := time.Now()
 	res, err := r.breakers[row.Sink].Execute(func() (sink.Result, error) {
 		if !admitted {
 			return sink.Result{}, errNotAdmitted
 		}
+		// Read inside the breaker's admission: half-open lets one
+		// request through at a time, so this one is the trial.
+		trial = r.breakers[row.Sink].State() == gobreaker.StateHalfOpen
 		res := s.Deliver(ctx, row.Message(), now)
 		if res.Outcome == sink.Retry {
 			return res, errRetryable

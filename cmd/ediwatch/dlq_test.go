@@ -17,17 +17,16 @@ import (
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
-// TestDLQHidesPatientData: dead claim rows whose receiver echoed the
-// payload: `dlq list` and `dlq show` print neither the patient control
-// number (in the claim's effect key) nor the response, unless --show-phi.
-func TestDLQHidesPatientData(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "e.db")
-	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+db))
+// deadClaims ingests an 837 of two claims into a new SQLite store at db
+// and dead-letters both claim rows at sink ledger with fail's failure.
+func deadClaims(t *testing.T, db string, fail func(outbox.Row) outbox.Failure) []outbox.Row {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Close()
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +42,22 @@ func TestDLQHidesPatientData(t *testing.T) {
 		t.Fatalf("claim: %d %v", len(rows), err)
 	}
 	for _, r := range rows {
-		st.Dead(ctx, r.ID, r.LeaseToken, now, outbox.Failure{HTTPStatus: 422, Error: "HTTP 422 Unprocessable Entity",
-			Response: "rejected: " + string(r.Payload)})
+		if err := st.Dead(ctx, r.ID, r.LeaseToken, now, fail(r)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	st.Close()
+	return rows
+}
+
+// TestDLQHidesPatientData: dead claim rows whose receiver echoed the
+// payload: `dlq list` and `dlq show` print neither the patient control
+// number (in the claim's effect key) nor the response, unless --show-phi.
+func TestDLQHidesPatientData(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "e.db")
+	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+db))
+	rows := deadClaims(t, db, func(r outbox.Row) outbox.Failure {
+		return outbox.Failure{HTTPStatus: 422, Error: "HTTP 422 Unprocessable Entity", Response: "rejected: " + string(r.Payload)}
+	})
 	run := func(args ...string) string {
 		t.Helper()
 		out, err := command(t, append(args, "--config", cfg)...).CombinedOutput()
@@ -150,31 +161,7 @@ routes: {payment.posted: acks, claim.received: acks, ack.999: acks, ack.ta1: ack
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	x12gen.Claims{Control: 9, Claims: 2, IDPrefix: "PCN8812-"}.Write(&b)
-	now := time.Now().UTC()
-	if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "t", Path: "c.x12",
-		Size: int64(b.Len()), MTime: now, SHA256: "x", CorrelationID: "corr", Now: now}, bytes.NewReader(b.Bytes())); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := st.Claim(ctx, now, []string{"ledger"}, 10, time.Minute)
-	if err != nil || len(rows) != 2 {
-		t.Fatalf("claim: %d %v", len(rows), err)
-	}
-	for _, r := range rows {
-		if err := st.Dead(ctx, r.ID, r.LeaseToken, now, outbox.Failure{HTTPStatus: 422, Error: "HTTP 422"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	st.Close()
+	rows := deadClaims(t, db, func(outbox.Row) outbox.Failure { return outbox.Failure{HTTPStatus: 422, Error: "HTTP 422"} })
 	replay := func(cfg string, id int64) string {
 		t.Helper()
 		out, err := command(t, "dlq", "replay", fmt.Sprint(id), "--config", cfg).CombinedOutput()

@@ -310,17 +310,8 @@ func (p *cutProxy) closeAll() {
 func TestConnectionDroppedMidUpload(t *testing.T) {
 	sshd := testenv.OpenSSH(t)
 	dir := folder(t, sshd)
-	proxy := newCutProxy(t, sshd.Addr)
-	// The proxy's address gets the server's host key pinned.
-	kh, err := os.ReadFile(sshd.KnownHosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(sshd.Addr)
-	phost, pport, _ := net.SplitHostPort(proxy.ln.Addr().String())
-	sshd.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
-	os.WriteFile(sshd.KnownHosts, []byte(strings.ReplaceAll(string(kh), "["+host+"]:"+port, "["+phost+"]:"+pport)), 0o600)
-	s := newSink(t, sshd, proxy.ln.Addr().String(), dir, nil)
+	via, proxy := proxied(t, sshd)
+	s := newSink(t, via, via.Addr, dir, nil)
 	ctx := context.Background()
 	if res := s.Deliver(ctx, ackMessage("000000001"), time.Now()); res.Outcome != sink.Delivered {
 		t.Fatalf("first delivery: %+v", res)
@@ -359,14 +350,10 @@ func TestConnectionDroppedMidUpload(t *testing.T) {
 	}
 }
 
-// TestNextAttemptRemovesTheTemporaryFileOfAKilledOne: an upload cut
-// mid-file by a process that then dies (its memory of the temporary file
-// lost with it) leaves a temporary file in the partner's folder; the
-// row's next attempt, in a new process, removes it and delivers the one
-// file.
-func TestNextAttemptRemovesTheTemporaryFileOfAKilledOne(t *testing.T) {
-	sshd := testenv.OpenSSH(t)
-	dir := folder(t, sshd)
+// proxied returns sshd as reached through a new cutProxy: its address
+// gets the server's host key pinned.
+func proxied(t *testing.T, sshd testenv.SSHD) (testenv.SSHD, *cutProxy) {
+	t.Helper()
 	proxy := newCutProxy(t, sshd.Addr)
 	kh, err := os.ReadFile(sshd.KnownHosts)
 	if err != nil {
@@ -374,84 +361,58 @@ func TestNextAttemptRemovesTheTemporaryFileOfAKilledOne(t *testing.T) {
 	}
 	host, port, _ := net.SplitHostPort(sshd.Addr)
 	phost, pport, _ := net.SplitHostPort(proxy.ln.Addr().String())
-	viaProxy := sshd
-	viaProxy.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
-	os.WriteFile(viaProxy.KnownHosts, []byte(strings.ReplaceAll(string(kh), "["+host+"]:"+port, "["+phost+"]:"+pport)), 0o600)
-	ctx := context.Background()
-	big := sink.Message{EffectKey: "payment:BIG:1", Kind: "payment.posted", CreatedAt: t0, Attempt: 1,
-		Payload: json.RawMessage(`{"note":"` + strings.Repeat("0123456789", 100_000) + `"}`)}
-	name, body, err := sftpsink.FileName(sftpsink.DefaultName, big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	killed := newSink(t, viaProxy, proxy.ln.Addr().String(), dir, nil)
-	proxy.after.Store(300_000) // well into the 1 MB upload
-	if res := killed.Deliver(ctx, big, time.Now()); res.Outcome != sink.Retry {
-		t.Fatalf("cut delivery: %+v", res)
-	}
-	if parts, _ := filepath.Glob(filepath.Join(dir, name+".*.part")); len(parts) != 1 {
-		t.Fatalf("temporary files after the cut: %v", parts)
-	}
-	// The process dies: a new one (a new sink, nothing remembered)
-	// makes the row's second attempt.
-	restarted := newSink(t, sshd, "", dir, nil)
-	big.Attempt = 2
-	if res := restarted.Deliver(ctx, big, time.Now()); res.Outcome != sink.Delivered {
-		t.Fatalf("second attempt: %+v", res)
-	}
-	if got := files(t, dir); len(got) != 1 || got[0] != name {
-		t.Fatalf("files %v, want %s alone", got, name)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, name)); !bytes.Equal(b, body) {
-		t.Errorf("delivered file is %d bytes, want %d", len(b), len(body))
-	}
+	via := sshd
+	via.Addr = proxy.ln.Addr().String()
+	via.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
+	os.WriteFile(via.KnownHosts, []byte(strings.ReplaceAll(string(kh), "["+host+"]:"+port, "["+phost+"]:"+pport)), 0o600)
+	return via, proxy
 }
 
-// TestAttemptAfterAFailedConnectRemovesTheKilledAttemptsFile: the
-// temporary file of a killed attempt is removed by a later attempt even
-// when the attempt right after it never reached the server (the partner
-// down, a connect that failed): attempt 3 removes attempt 1's file, not
-// only attempt 2's, which never existed.
-func TestAttemptAfterAFailedConnectRemovesTheKilledAttemptsFile(t *testing.T) {
-	sshd := testenv.OpenSSH(t)
-	dir := folder(t, sshd)
-	proxy := newCutProxy(t, sshd.Addr)
-	kh, err := os.ReadFile(sshd.KnownHosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, port, _ := net.SplitHostPort(sshd.Addr)
-	phost, pport, _ := net.SplitHostPort(proxy.ln.Addr().String())
-	viaProxy := sshd
-	viaProxy.KnownHosts = filepath.Join(t.TempDir(), "known_hosts")
-	os.WriteFile(viaProxy.KnownHosts, []byte(strings.ReplaceAll(string(kh), "["+host+"]:"+port, "["+phost+"]:"+pport)), 0o600)
-	ctx := context.Background()
-	big := sink.Message{EffectKey: "payment:BIG:2", Kind: "payment.posted", CreatedAt: t0, Attempt: 1,
-		Payload: json.RawMessage(`{"note":"` + strings.Repeat("0123456789", 100_000) + `"}`)}
-	name, body, err := sftpsink.FileName(sftpsink.DefaultName, big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	killed := newSink(t, viaProxy, proxy.ln.Addr().String(), dir, nil)
-	proxy.after.Store(300_000)
-	if res := killed.Deliver(ctx, big, time.Now()); res.Outcome != sink.Retry {
-		t.Fatalf("cut delivery: %+v", res)
-	}
-	if parts, _ := filepath.Glob(filepath.Join(dir, name+".*.part")); len(parts) != 1 {
-		t.Fatalf("temporary files after the cut: %v", parts)
-	}
-	// Attempt 2 failed before it reached the server (nothing of it in
-	// the folder); a new process makes attempt 3.
-	restarted := newSink(t, sshd, "", dir, nil)
-	big.Attempt = 3
-	if res := restarted.Deliver(ctx, big, time.Now()); res.Outcome != sink.Delivered {
-		t.Fatalf("third attempt: %+v", res)
-	}
-	if got := files(t, dir); len(got) != 1 || got[0] != name {
-		t.Fatalf("files %v, want %s alone", got, name)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, name)); !bytes.Equal(b, body) {
-		t.Errorf("delivered file is %d bytes, want %d", len(b), len(body))
+// TestLaterAttemptRemovesTheTemporaryFileOfAKilledOne: an upload cut
+// mid-file by a process that then dies (its memory of the temporary file
+// lost with it) leaves a temporary file in the partner's folder; a later
+// attempt of the row, in a new process, removes it and delivers the one
+// file: the attempt right after, or one after an attempt that never
+// reached the server (the partner down, a connect that failed), which
+// left nothing of its own.
+func TestLaterAttemptRemovesTheTemporaryFileOfAKilledOne(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		later int
+	}{{"next", 2}, {"after_a_failed_connect", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sshd := testenv.OpenSSH(t)
+			dir := folder(t, sshd)
+			via, proxy := proxied(t, sshd)
+			ctx := context.Background()
+			big := sink.Message{EffectKey: "payment:BIG:" + tc.name, Kind: "payment.posted", CreatedAt: t0, Attempt: 1,
+				Payload: json.RawMessage(`{"note":"` + strings.Repeat("0123456789", 100_000) + `"}`)}
+			name, body, err := sftpsink.FileName(sftpsink.DefaultName, big)
+			if err != nil {
+				t.Fatal(err)
+			}
+			killed := newSink(t, via, via.Addr, dir, nil)
+			proxy.after.Store(300_000) // well into the 1 MB upload
+			if res := killed.Deliver(ctx, big, time.Now()); res.Outcome != sink.Retry {
+				t.Fatalf("cut delivery: %+v", res)
+			}
+			if parts, _ := filepath.Glob(filepath.Join(dir, name+".*.part")); len(parts) != 1 {
+				t.Fatalf("temporary files after the cut: %v", parts)
+			}
+			// The process dies: a new one (a new sink, nothing
+			// remembered) makes the later attempt.
+			restarted := newSink(t, sshd, "", dir, nil)
+			big.Attempt = tc.later
+			if res := restarted.Deliver(ctx, big, time.Now()); res.Outcome != sink.Delivered {
+				t.Fatalf("attempt %d: %+v", tc.later, res)
+			}
+			if got := files(t, dir); len(got) != 1 || got[0] != name {
+				t.Fatalf("files %v, want %s alone", got, name)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, name)); !bytes.Equal(b, body) {
+				t.Errorf("delivered file is %d bytes, want %d", len(b), len(body))
+			}
+		})
 	}
 }
 

@@ -90,6 +90,14 @@ func rows(r results) []row {
 		out = append(out, row{"reader peak heap, 16 MB vs 256 MB input", fmt.Sprintf("%.1f vs %.1f MB", a, b),
 			"independent of size", verdict(b < 2*a+2)})
 	}
+	a, okA = r.get("process/BenchmarkFileManyInterchanges/10k", "live-heap-MB")
+	b, okB = r.get("process/BenchmarkFileManyInterchanges/40k", "live-heap-MB")
+	if okA && okB {
+		perIX := (b - a) * (1 << 20) / 30000
+		out = append(out, row{"process.File live heap at the last set, 10,000 vs 40,000 one-set interchanges",
+			fmt.Sprintf("%.2f vs %.2f MB = **%.0f B** per interchange", a, b, perIX), "≤ 128 B per interchange",
+			verdict(perIX <= 128)})
+	}
 	if v, ok := r.get("process/BenchmarkDocuments835", "ratio-vs-envelope"); ok {
 		c, _ := r.get("process/BenchmarkDocuments835", "claims/s")
 		d, _ := r.get("process/BenchmarkDocuments835", "doc-MB/s")

@@ -25,9 +25,36 @@ type File struct {
 }
 
 // Parse reads all of r and returns its envelope tree. Memory grows with the
-// number of transaction sets, not with the bytes of r; to process sets one
-// at a time, use a Reader.
+// number of transaction sets, groups and interchanges, not with the bytes
+// of r; to process sets one at a time, use a Reader, or Scan.
 func Parse(r io.Reader, opts Options) (*File, error) {
+	var ixs []*Interchange
+	f, err := Scan(r, opts, func(k Kind, rd *Reader) error {
+		switch k {
+		case KindSet:
+			rd.Group().Sets = append(rd.Group().Sets, rd.Set())
+		case KindGroupEnd:
+			rd.Interchange().Groups = append(rd.Interchange().Groups, rd.Group())
+		case KindInterchangeEnd:
+			ixs = append(ixs, rd.Interchange())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.Interchanges = ixs
+	return f, nil
+}
+
+// Scan reads all of r as Parse does, calling visit after each item the
+// Reader returns (a set, the end of a group, the end of an interchange),
+// and returns what belongs to the file alone: X12, Key, Errors, Warnings
+// and the WarningCounts of every level. It keeps nothing of the tree
+// (Interchanges is empty): visit keeps what it needs, so a caller that
+// keeps little reads a file of any number of interchanges in bounded
+// memory. An error from visit stops the scan and is returned.
+func Scan(r io.Reader, opts Options, visit func(k Kind, rd *Reader) error) (*File, error) {
 	rd := NewReader(r, opts)
 	f := &File{}
 	for {
@@ -40,14 +67,14 @@ func Parse(r io.Reader, opts Options) (*File, error) {
 		}
 		switch k {
 		case KindSet:
-			rd.Group().Sets = append(rd.Group().Sets, rd.Set())
 			f.countWarnings(rd.Set().Warnings)
 		case KindGroupEnd:
-			rd.Interchange().Groups = append(rd.Interchange().Groups, rd.Group())
 			f.countWarnings(rd.Group().Warnings)
 		case KindInterchangeEnd:
-			f.Interchanges = append(f.Interchanges, rd.Interchange())
 			f.countWarnings(rd.Interchange().Warnings)
+		}
+		if err := visit(k, rd); err != nil {
+			return nil, err
 		}
 	}
 	f.X12 = rd.X12()

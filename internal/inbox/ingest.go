@@ -405,14 +405,10 @@ type claims struct {
 // claimChunk is how many keys one claim lookup query asks about.
 const claimChunk = 2000
 
-// lookUpClaims starts looking up which sets of the envelope f are
-// claimed already (see ClaimLookup); nil for a file of fewer than
-// lookupFrom sets. The caller calls close once done asking.
-func lookUpClaims(ctx context.Context, lookup ClaimLookup, f *envelope.File) *claims {
-	var keys []string
-	for s := range f.Sets() {
-		keys = append(keys, s.Key)
-	}
+// lookUpClaims starts looking up which of a file's set keys (in file
+// order) are claimed already (see ClaimLookup); nil for a file of fewer
+// than lookupFrom sets. The caller calls close once done asking.
+func lookUpClaims(ctx context.Context, lookup ClaimLookup, keys []string) *claims {
 	if len(keys) < lookupFrom {
 		return nil
 	}
@@ -518,8 +514,8 @@ func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSe
 	var claimed *claims
 	var types process.Repeated
 	if lookup != nil {
-		cfg.Claims = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) process.Known, error) {
-			if claimed = lookUpClaims(ctx, lookup, f); claimed == nil {
+		cfg.Claims = func(ctx context.Context, keys []string) (func(*envelope.Set) process.Known, error) {
+			if claimed = lookUpClaims(ctx, lookup, keys); claimed == nil {
 				return nil, nil
 			}
 			pl.lookup = claimed

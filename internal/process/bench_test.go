@@ -187,3 +187,52 @@ func BenchmarkClaimDocuments(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFileManyInterchanges processes generated 835s of 10,000 and
+// 40,000 interchanges of one small set each (a day of single-payment
+// interchanges concatenated) and reports the heap still live when the
+// last set is emitted (after a collection, above the heap before the
+// run, the file's bytes aside): it must not grow with the number of
+// interchanges and groups beyond a few words of verdict each (what grows
+// with the sets is the caller's: File keeps none).
+// Run: go test ./internal/process -run XXX -bench FileManyInterchanges -benchtime 1x
+func BenchmarkFileManyInterchanges(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		n    int
+	}{{"10k", 10_000}, {"40k", 40_000}} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := x12gen.Remit{Interchanges: tc.n, SetsPerGroup: 1, ClaimsPerSet: 1, LinesPerClaim: 1, EOL: "\n"}.Reader()
+			data, err := io.ReadAll(r)
+			r.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 1}, Ack: ack.Options{Now: fixedNow}}
+			var live int64
+			for b.Loop() {
+				runtime.GC()
+				var base, last runtime.MemStats
+				runtime.ReadMemStats(&base)
+				sets := 0
+				if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
+					if it.Set != nil {
+						if sets++; sets == tc.n {
+							runtime.GC()
+							runtime.ReadMemStats(&last)
+						}
+					}
+					return nil
+				}); err != nil {
+					b.Fatal(err)
+				}
+				if sets != tc.n {
+					b.Fatalf("%d sets processed, want %d", sets, tc.n)
+				}
+				live = max(live, int64(last.HeapAlloc)-int64(base.HeapAlloc))
+			}
+			b.ReportMetric(float64(live)/(1<<20), "live-heap-MB")
+			b.ReportMetric(float64(len(data))/(1<<20), "file-MB")
+		})
+	}
+}

@@ -36,7 +36,7 @@ func TestNoEffectsChangesNothingElse(t *testing.T) {
 		process := func(noEffects bool) ([]*Set, [][]byte, []Effect) {
 			cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 			if noEffects {
-				cfg.Claims = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+				cfg.Claims = func(context.Context, []string) (func(*envelope.Set) Known, error) {
 					return func(*envelope.Set) Known { return Claimed }, nil
 				}
 			}
@@ -110,7 +110,7 @@ func TestNoEffectsKeepsProblemsPastTheParsersNextSet(t *testing.T) {
 	acks := func(noEffects bool) []Effect {
 		cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 		if noEffects {
-			cfg.Claims = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+			cfg.Claims = func(context.Context, []string) (func(*envelope.Set) Known, error) {
 				return func(*envelope.Set) Known { return Claimed }, nil
 			}
 		}
@@ -261,7 +261,7 @@ func processMarked(t *testing.T, data []byte, clean map[string]bool) ([]*Set, []
 	t.Helper()
 	cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow}}
 	if clean != nil {
-		cfg.Claims = func(ctx context.Context, f *envelope.File) (func(*envelope.Set) Known, error) {
+		cfg.Claims = func(context.Context, []string) (func(*envelope.Set) Known, error) {
 			return func(s *envelope.Set) Known {
 				if clean[s.HashHex()] && s.Normal {
 					return ClaimedClean

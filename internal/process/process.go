@@ -156,12 +156,13 @@ type Config struct {
 	// Envelope options for the reader (KeepSegments is always set).
 	Envelope envelope.Options
 	// Claims, when set, says which sets are claimed already (an ingest's
-	// lookup). It is called once after the envelope pass with the
-	// file's envelope tree. The function it returns (nil: none) is called
+	// lookup). It is called once after the envelope pass with the keys
+	// of the file's sets, in file order. The function it returns (nil:
+	// none) is called
 	// once for each set, in file order, once the set is read and just
 	// before it is processed and emitted; see Known for what its answers
 	// change.
-	Claims func(ctx context.Context, f *envelope.File) (func(s *envelope.Set) Known, error)
+	Claims func(ctx context.Context, keys []string) (func(s *envelope.Set) Known, error)
 	// Originals, when set, names what ediwatch received before that a
 	// received acknowledgment answers (see Originals); nil: nothing is
 	// looked up.
@@ -201,9 +202,11 @@ func (s *Set) Clean() bool {
 }
 
 // File processes the file r and calls emit with every item in file order.
-// It returns the file's envelope tree without its transaction sets (the
-// interchanges and groups with their verdicts and errors; the sets were
-// emitted).
+// It returns what belongs to the file alone (envelope.Scan): whether it is
+// X12, its key and errors when it is not, its warning counts. Nothing of
+// its interchanges, groups or sets is kept past their turn (their
+// verdicts were acted on, their sets emitted), so memory grows neither
+// with the number of sets nor with the number of interchanges and groups.
 // r is read twice (it is rewound). An error from emit stops processing and
 // is returned; ctx cancellation is checked between sets.
 func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) error) (*envelope.File, error) {
@@ -211,12 +214,30 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 		return nil, errors.New("process: no control number allocator")
 	}
 	// Pass 1: the envelope alone, to know the verdict of every interchange
-	// and group before any set in it is processed.
+	// and group before any set in it is processed (an IEA or GE error
+	// comes after the sets it rejects). Only the verdicts are kept, a few
+	// words per interchange and group, and the sets' keys for Claims.
 	// Its sets' content hashes are never read (pass 2 hashes each set
 	// again), so it does not take them.
 	pass1 := cfg.Envelope
 	pass1.NoContentHash = true
-	summary, err := envelope.Parse(r, pass1)
+	var ixVerdicts []interchangeVerdict
+	var groupVerdicts []verdict
+	var keys []string
+	summary, err := envelope.Scan(r, pass1, func(k envelope.Kind, rd *envelope.Reader) error {
+		switch k {
+		case envelope.KindSet:
+			if cfg.Claims != nil {
+				keys = append(keys, rd.Set().Key)
+			}
+		case envelope.KindGroupEnd:
+			groupVerdicts = append(groupVerdicts, verdictOf(rd.Group().Errors))
+		case envelope.KindInterchangeEnd:
+			v := interchangeVerdict{verdict: verdictOf(rd.Interchange().Errors), groupsTo: len(groupVerdicts)}
+			ixVerdicts = append(ixVerdicts, v)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read envelope: %w", err)
 	}
@@ -228,22 +249,17 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	}
 	var known func(s *envelope.Set) Known
 	if cfg.Claims != nil {
-		if known, err = cfg.Claims(ctx, summary); err != nil {
+		if known, err = cfg.Claims(ctx, keys); err != nil {
 			return nil, err
 		}
-	}
-	// From here on the envelope tree's verdicts are all pass 2 needs of
-	// it: its sets are let go, so a file's memory does not grow with its
-	// number of sets (the File returned holds interchanges and groups).
-	for _, ix := range summary.Interchanges {
-		for _, g := range ix.Groups {
-			g.Sets = nil
-		}
+		keys = nil
 	}
 	opts := cfg.Envelope
 	opts.KeepSegments = true
 	rd := envelope.NewReader(r, opts)
-	ixIndex, groupIndex := 0, 0
+	ixIndex, groupIndex, groupsFrom := 0, 0, 0
+	// allFA: every group of the interchange so far is FA (onlyAcks).
+	allFA := true
 	var results []ack.SetResult
 	var types, impls Repeated
 	var reuse parsers
@@ -263,21 +279,21 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 		if err != nil {
 			return nil, fmt.Errorf("read: %w", err)
 		}
-		if ixIndex >= len(summary.Interchanges) {
+		if ixIndex >= len(ixVerdicts) {
 			return nil, errors.New("process: the file changed between its two passes")
 		}
-		verdictIX := summary.Interchanges[ixIndex]
+		verdictIX := ixVerdicts[ixIndex]
 		switch k {
 		case envelope.KindSet:
-			var verdictG *envelope.Group
-			if groupIndex < len(verdictIX.Groups) {
-				verdictG = verdictIX.Groups[groupIndex]
+			var verdictG verdict
+			if groupsFrom+groupIndex < verdictIX.groupsTo {
+				verdictG = groupVerdicts[groupsFrom+groupIndex]
 			}
 			k := Unknown
 			if known != nil {
 				k = known(rd.Set())
 			}
-			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX, verdictG, k, &reuse)
+			set, res := processSet(rd.Interchange(), rd.Group(), rd.Set(), verdictIX.verdict, verdictG, k, &reuse)
 			if cfg.Originals != nil && set.Effects != nil && (set.Acks != nil || set.Statuses != nil) {
 				// Named only now: the lookups are queries, made outside
 				// processSet, which stays pure.
@@ -300,7 +316,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 			}
 		case envelope.KindGroupEnd:
 			g := rd.Group()
-			if !cfg.NoAcks && verdictIX.EnvelopeValid() && ack.Wants999(g) && !answersOnly(results, cfg.Ack.Ack277) {
+			if !cfg.NoAcks && !verdictIX.rejected && ack.Wants999(g) && !answersOnly(results, cfg.Ack.Ack277) {
 				x, err := ack.Build999(ctx, rd.Interchange(), g, results, cfg.ControlNumbers, cfg.Ack)
 				if err != nil {
 					return nil, err
@@ -312,11 +328,15 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 				}
 			}
 			groupsAreAcks = groupsAreAcks && (g.FunctionalID == "FA" || onlyAckSets(results))
+			allFA = allFA && g.FunctionalID == "FA"
 			results = results[:0]
 			groupHash.Reset()
 			groupIndex++
 		case envelope.KindInterchangeEnd:
-			ix := verdictIX // the complete interchange, trailer errors included
+			// The complete interchange, trailer errors included, as pass 1
+			// read it (the same bytes, the same reader); a Reader keeps
+			// no groups: groupIndex counted them.
+			ix := rd.Interchange()
 			if len(ix.TA1) > 0 && ix.EnvelopeValid() {
 				for _, t := range ix.TA1 {
 					eff, err := ta1Effect(ctx, cfg.Originals, ix, t)
@@ -328,8 +348,11 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 					}
 				}
 			}
-			only := onlyAcks(ix) || len(ix.Groups) > 0 && groupsAreAcks
-			groupsAreAcks = true
+			// Acknowledgments alone (TA1 segments, FA groups) are never
+			// acknowledged.
+			onlyAcks := allFA && (groupIndex > 0 || len(ix.TA1) > 0)
+			only := onlyAcks || groupIndex > 0 && groupsAreAcks
+			groupsAreAcks, allFA = true, true
 			if !cfg.NoAcks && ack.WantsTA1(ix, only) {
 				x, err := ack.BuildTA1(ctx, ix, cfg.ControlNumbers, cfg.Ack)
 				if err != nil {
@@ -341,7 +364,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 				}
 			}
 			ixIndex++
-			groupIndex = 0
+			groupIndex, groupsFrom = 0, verdictIX.groupsTo
 		}
 	}
 	return summary, nil
@@ -360,15 +383,25 @@ func groupDigest(h hash.Hash, verdict string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// onlyAcks reports whether an interchange carries acknowledgments alone
-// (TA1 segments, FA groups): those are never acknowledged.
-func onlyAcks(ix *envelope.Interchange) bool {
-	for _, g := range ix.Groups {
-		if g.FunctionalID != "FA" {
-			return false
-		}
+// verdict is what pass 1 learned of an interchange's envelope or a group:
+// whether it is rejected whole, and the code of its first error.
+type verdict struct {
+	rejected bool
+	code     string
+}
+
+func verdictOf(errs []*envelope.ParseError) verdict {
+	if len(errs) == 0 {
+		return verdict{}
 	}
-	return len(ix.Groups) > 0 || len(ix.TA1) > 0
+	return verdict{rejected: true, code: errs[0].Cause.Code}
+}
+
+// interchangeVerdict is an interchange's verdict; its groups' are
+// groupVerdicts up to groupsTo, from where the interchange before ended.
+type interchangeVerdict struct {
+	verdict
+	groupsTo int
 }
 
 // parsers are the document parsers process.File reuses from set to set for
@@ -380,7 +413,7 @@ type parsers struct {
 }
 
 func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
-	verdictIX *envelope.Interchange, verdictG *envelope.Group, known Known, reuse *parsers) (*Set, ack.SetResult) {
+	verdictIX, verdictG verdict, known Known, reuse *parsers) (*Set, ack.SetResult) {
 	out := &Set{Key: s.Key, ContentHash: s.HashHex(), Type: s.Type, ControlNumber: s.ControlNumber,
 		Normal: s.Normal, Status: Processed, Errors: s.Errors}
 	segs := s.Segments()
@@ -408,10 +441,10 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 	}
 	res := ack.SetResultOf(s, out.Problems)
 	switch {
-	case !verdictIX.EnvelopeValid():
-		out.Status, out.Reason = Rejected, "interchange rejected: "+verdictIX.Errors[0].Cause.Code
-	case verdictG != nil && len(verdictG.Errors) > 0:
-		out.Status, out.Reason = Rejected, "functional group rejected: "+verdictG.Errors[0].Cause.Code
+	case verdictIX.rejected:
+		out.Status, out.Reason = Rejected, "interchange rejected: "+verdictIX.code
+	case verdictG.rejected:
+		out.Status, out.Reason = Rejected, "functional group rejected: "+verdictG.code
 	case len(s.Errors) > 0:
 		out.Status, out.Reason = Rejected, "transaction set rejected: "+s.Errors[0].Cause.Code
 	case x12.Rejects(out.Problems):

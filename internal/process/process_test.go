@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,7 +46,18 @@ func run(t *testing.T, data []byte) result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.file = f
+	// File keeps nothing of the tree; the tests read the received
+	// envelope from Parse, whose file-level results File's equal.
+	tree, err := envelope.Parse(bytes.NewReader(data), envelope.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.X12 != tree.X12 || f.Key != tree.Key || len(f.Errors) != len(tree.Errors) ||
+		!maps.Equal(f.WarningCounts, tree.WarningCounts) || len(f.Interchanges) != 0 {
+		t.Fatalf("File's results %v %q %d errors %v (%d interchanges kept), Parse's %v %q %d %v", f.X12, f.Key,
+			len(f.Errors), f.WarningCounts, len(f.Interchanges), tree.X12, tree.Key, len(tree.Errors), tree.WarningCounts)
+	}
+	r.file = tree
 	return r
 }
 

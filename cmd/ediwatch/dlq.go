@@ -72,6 +72,7 @@ not at all, unless --show-phi is given.`,
 		}
 		f.Sink, _ = c.Flags().GetString("sink")
 		f.Kind, _ = c.Flags().GetString("kind")
+		f.Passed, _ = c.Flags().GetBool("passed")
 		now := time.Now().UTC()
 		for _, b := range []struct {
 			flag string
@@ -90,6 +91,7 @@ not at all, unless --show-phi is given.`,
 	filterFlags := func(c *cobra.Command) {
 		c.Flags().String("sink", "", "only rows of this sink")
 		c.Flags().String("kind", "", "only rows of this effect kind")
+		c.Flags().Bool("passed", false, "only claim events that a later event of the same claim (a correction or void) passed: delivered after they died")
 		c.Flags().String("since", "", "only rows dead-lettered at or after this time (RFC 3339, or a duration back from now)")
 		c.Flags().String("until", "", "only rows dead-lettered before this time (RFC 3339, or a duration back from now)")
 	}
@@ -188,11 +190,24 @@ not at all, unless --show-phi is given.`,
 					unknown[r.Sink]++
 				}
 			}
+			passed := f
+			passed.Passed = true
+			nPassed, err := s.CountDead(cmd.Context(), passed)
+			if err != nil {
+				return err
+			}
 			n, err := s.Replay(cmd.Context(), f, time.Now().UTC())
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "%d rows queued for delivery again\n", n)
+			if nPassed > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d of them are claim events a later event of the same claim (a "+
+					"correction or void) passed while they were dead: they arrive after it, out of the claim's order "+
+					"(a receiver applying events as they come would take the older claim back; before a replay, "+
+					"ediwatch dlq list --passed lists such rows)\n",
+					nPassed)
+			}
 			for _, name := range slices.Sorted(maps.Keys(unknown)) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %d of them go to sink %q, which this configuration does not define: "+
 					"they stay pending until a replica whose configuration has it runs\n", unknown[name], name)

@@ -178,3 +178,55 @@ routes: {payment.posted: acks, claim.received: acks, ack.999: acks, ack.ta1: ack
 		t.Errorf("replay to a sink the configuration lacks says nothing of it:\n%s", out)
 	}
 }
+
+// TestDLQReplayWarnsOfPassedClaims: a dead claim event whose void was
+// delivered after it died is listed by `dlq list --passed`, and its
+// replay warns that it arrives after the void.
+func TestDLQReplayWarnsOfPassedClaims(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "e.db")
+	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+db))
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i, freq := range []string{"1", "8"} { // the claim, then its void
+		var b bytes.Buffer
+		x12gen.Claims{Control: 30 + i, Claims: 1, IDPrefix: "PCN8812-", Frequency: freq}.Write(&b)
+		if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "t",
+			Path: fmt.Sprintf("c%d.x12", i), Size: int64(b.Len()), MTime: now, SHA256: fmt.Sprint(i), CorrelationID: "corr",
+			Now: now}, bytes.NewReader(b.Bytes())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	original, err := st.Claim(ctx, now, []string{"ledger"}, 10, time.Minute)
+	if err != nil || len(original) != 1 {
+		t.Fatalf("claim: %d %v", len(original), err)
+	}
+	st.Dead(ctx, original[0].ID, original[0].LeaseToken, now, outbox.Failure{HTTPStatus: 422, Error: "HTTP 422"})
+	void, err := st.Claim(ctx, now, []string{"ledger"}, 10, time.Minute)
+	if err != nil || len(void) != 1 {
+		t.Fatalf("claim the void: %d %v", len(void), err)
+	}
+	st.CompleteMany(ctx, []outbox.Completion{{ID: void[0].ID, Token: void[0].LeaseToken, HTTPStatus: 200}}, now)
+	st.Close()
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := command(t, append(args, "--config", cfg)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("dlq", "list", "--passed"); !strings.Contains(out, fmt.Sprintf("\n%d ", original[0].ID)) {
+		t.Errorf("dlq list --passed does not list the passed claim %d:\n%s", original[0].ID, out)
+	}
+	if out := run("dlq", "replay", "--all"); !strings.Contains(out, "1 rows queued") ||
+		!strings.Contains(out, "warning: 1 of them are claim events a later event of the same claim") {
+		t.Errorf("replay of a passed claim does not warn:\n%s", out)
+	}
+}

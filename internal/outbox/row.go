@@ -296,9 +296,21 @@ type DeadFilter struct {
 	// Since and Until bound when the row was dead-lettered (its last
 	// update): Since <= t < Until. A zero time sets no bound.
 	Since, Until time.Time
+	// Passed selects only claim events (claim.received) that a later
+	// event of the same claim (its ordering key: a correction or a void)
+	// passed at the same sink: it was delivered after this one died.
+	// Replayed, such a row arrives after it, out of the claim's order.
+	Passed bool
 }
+
+// PassedSQL is the condition of DeadFilter.Passed over the table outbox
+// (unaliased), the same in both stores' SQL: outbox_claim_order serves
+// the lookup.
+const PassedSQL = `outbox.kind = 'claim.received' AND EXISTS (SELECT 1 FROM outbox l
+	WHERE l.kind = 'claim.received' AND l.ordering_key = outbox.ordering_key AND l.id > outbox.id
+	  AND l.sink = outbox.sink AND l.status = 'delivered')`
 
 // IsZero reports whether f selects every dead row.
 func (f DeadFilter) IsZero() bool {
-	return len(f.IDs) == 0 && f.Sink == "" && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero()
+	return len(f.IDs) == 0 && f.Sink == "" && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero() && !f.Passed
 }

@@ -1361,6 +1361,9 @@ func deadWhere(f outbox.DeadFilter, args []any) (string, []any) {
 	if !f.Until.IsZero() {
 		add("updated_at < $?", f.Until)
 	}
+	if f.Passed {
+		where += " AND " + outbox.PassedSQL
+	}
 	return where, args
 }
 

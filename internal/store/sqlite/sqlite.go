@@ -1112,6 +1112,9 @@ func deadWhere(f outbox.DeadFilter, args []any) (string, []any) {
 		where += " AND updated_at < ?"
 		args = append(args, us(f.Until))
 	}
+	if f.Passed {
+		where += " AND " + outbox.PassedSQL
+	}
 	return where, args
 }
 

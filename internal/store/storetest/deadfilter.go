@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/process"
 	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 // testDeadFilter: dead rows are selected by sink, kind and when they were
@@ -123,5 +126,71 @@ func testDeadFilterZones(t *testing.T, s store.Store) {
 	}
 	if n, err := s.Discard(ctx, outbox.DeadFilter{IDs: []int64{pays[1].ID}}, t0.Add(3*time.Hour)); err != nil || n != 0 {
 		t.Errorf("discard of an inflight row: %d %v", n, err)
+	}
+}
+
+// testDeadClaimPassedByALaterOne: a dead claim event whose later event of
+// the same claim (a void) was delivered after it died is selected by
+// DeadFilter.Passed, for listing, counting and a warning before replay;
+// while the later event waits undelivered it is not (a replay puts the
+// dead one first again), and rows of other kinds never are.
+func testDeadClaimPassedByALaterOne(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for i, freq := range []string{"1", "8"} { // the claim, then its void
+		var b bytes.Buffer
+		x12gen.Claims{Control: 70 + i, Claims: 1, IDPrefix: "PASSED-", Frequency: freq}.Write(&b)
+		mustIngest(t, s, fmt.Sprintf("c%d.837", i), b.Bytes())
+	}
+	seedPayments(t, s, 1)
+	first, err := s.Claim(ctx, t0, []string{"ledger"}, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var original outbox.Row
+	for _, r := range first {
+		if r.Kind == process.KindClaim {
+			original = r
+		} else if err := s.Dead(ctx, r.ID, r.LeaseToken, t0, outbox.Failure{HTTPStatus: 500, Error: "down"}); err != nil {
+			t.Fatal(err) // the payment, dead too: never passed
+		}
+	}
+	if original.ID == 0 || len(first) != 2 {
+		t.Fatalf("claimed %d rows, want the original claim (its void waits behind it) and the payment", len(first))
+	}
+	if err := s.Dead(ctx, original.ID, original.LeaseToken, t0, outbox.Failure{HTTPStatus: 422, Error: "refused"}); err != nil {
+		t.Fatal(err)
+	}
+	passed := func() []int64 {
+		t.Helper()
+		rows, err := s.ListDead(ctx, outbox.DeadFilter{Passed: true}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.CountDead(ctx, outbox.DeadFilter{Passed: true})
+		if err != nil || n != len(rows) {
+			t.Fatalf("count %d (%v), list %d", n, err, len(rows))
+		}
+		var ids []int64
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	if got := passed(); len(got) != 0 {
+		t.Fatalf("passed before the void was delivered: %v", got)
+	}
+	void, err := s.Claim(ctx, t0.Add(time.Minute), []string{"ledger"}, 10, time.Minute)
+	if err != nil || len(void) != 1 || void[0].Kind != process.KindClaim || void[0].OrderingKey != original.OrderingKey {
+		t.Fatalf("the void, claimable once the original died: %d rows %v", len(void), err)
+	}
+	if lost, err := s.CompleteMany(ctx, []outbox.Completion{{ID: void[0].ID, Token: void[0].LeaseToken, HTTPStatus: 200}},
+		t0.Add(time.Minute)); err != nil || len(lost) != 0 {
+		t.Fatalf("deliver the void: %v %v", lost, err)
+	}
+	if got := passed(); !slices.Equal(got, []int64{original.ID}) {
+		t.Errorf("passed dead claims %v, want the original %d", got, original.ID)
+	}
+	if n, err := s.CountDead(ctx, outbox.DeadFilter{Passed: true, Sink: "audit"}); err != nil || n != 0 {
+		t.Errorf("passed at another sink: %d %v", n, err)
 	}
 }

@@ -122,6 +122,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"RunOfSetsMixedOutcomes":              testRunOfSetsMixedOutcomes,
 		"DeadRowsBySinkKindAndTime":           testDeadFilter,
 		"DeadFilterTimeZones":                 testDeadFilterZones,
+		"DeadClaimPassedByALaterOne":          testDeadClaimPassedByALaterOne,
 		"LastFileTimesPerSource":              testLastFileTimes,
 		"FilesListAndDetail":                  testFilesListAndDetail,
 		"ActivityPerHourAndSink":              testActivityPerHourAndSink,

@@ -19,7 +19,7 @@ func TestReceivedAcknowledgmentRoutes(t *testing.T) {
 routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s`+routes+`}
 sources:
   - {name: a, type: local, directories: [/in], ack_277: true}
-  - {name: b, type: local, directories: [/in]}
+  - {name: b, type: local, directories: [/in-b]}
 `), 0o600)
 		return path
 	}

@@ -12,8 +12,10 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -595,8 +597,39 @@ func (c *Config) Validate() error {
 		bad("store.ingest_timeout", "must be positive", c.Store.IngestTimeout.D())
 	}
 	names := map[string]bool{}
+	// polled: each directory (its server and cleaned path) and who polls
+	// it. Each source's poll takes a lease of its own on it, so two
+	// polls of one directory take each other's files mid-download,
+	// unless include patterns keep their files apart.
+	type poll struct {
+		at      string
+		include []string
+	}
+	polled := map[string]poll{}
+	// apart: two include lists that can keep files apart (neither takes
+	// every file, no pattern in both); overlapping patterns are the
+	// configuration's to avoid.
+	apart := func(a, b []string) bool {
+		for _, x := range a {
+			if x == "*" || slices.Contains(b, x) {
+				return false
+			}
+		}
+		return !slices.Contains(b, "*")
+	}
 	for i, s := range c.Sources {
 		p := fmt.Sprintf("sources[%d]", i)
+		for j, d := range s.Directories {
+			at := fmt.Sprintf("%s.directories[%d]", p, j)
+			key := s.Type + "\x00" + s.Address + "\x00" + path.Clean(d)
+			if prev, ok := polled[key]; ok && (strings.HasPrefix(prev.at, p+".") || !apart(prev.include, s.Include)) {
+				bad(at, "names the directory "+prev.at+" polls: two polls of one directory take each other's files "+
+					"(list it once; two sources may share a directory only with include patterns that keep their files apart)",
+					quote(d))
+			} else if !ok {
+				polled[key] = poll{at: at, include: s.Include}
+			}
+		}
 		if !validName(s.Name) {
 			bad(p+".name", "must be letters, digits, '-' or '_'", quote(s.Name))
 		}

@@ -69,7 +69,7 @@ func TestExplicitZeroIsKept(t *testing.T) {
 routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s}
 sources:
   - {name: a, type: local, directories: [/in], stable_for: 0s}
-  - {name: b, type: local, directories: [/in]}
+  - {name: b, type: local, directories: [/in-b]}
 `), 0o600)
 	c, err := Load(path)
 	if err != nil {
@@ -89,7 +89,7 @@ func TestStabilityOptions(t *testing.T) {
 routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s}
 sources:
   - {name: a, type: local, directories: [/in], min_age: 2m, done_marker: "{name}.ok", incomplete_grace: 0s}
-  - {name: b, type: local, directories: [/in]}
+  - {name: b, type: local, directories: [/in-b]}
 `), 0o600)
 	c, err := Load(path)
 	if err != nil {
@@ -114,7 +114,7 @@ func TestExpectEvery(t *testing.T) {
 routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s}
 sources:
   - {name: a, type: local, directories: [/in]`+extra+`}
-  - {name: b, type: local, directories: [/in]}
+  - {name: b, type: local, directories: [/in-b]}
 `), 0o600)
 		return Load(path)
 	}
@@ -201,7 +201,7 @@ routes: {payment.posted: s, claim.received: s, ack.999: s, ack.ta1: s}
 relay: {workers: 6}
 sources:
   - {name: a, type: local, directories: [/in]}
-  - {name: b, type: local, directories: [/in], downloads: 2}
+  - {name: b, type: local, directories: [/in-b], downloads: 2}
 `), 0o600)
 	c, err := Load(path)
 	if err != nil {
@@ -280,5 +280,25 @@ func TestSinkSettings(t *testing.T) {
 	}
 	if c.Sinks["ledger"].Mode != "binary" || c.Sinks["acks"].Mode != "structured" || c.Sinks["chat"].Mode != "structured" {
 		t.Errorf("modes %q %q %q", c.Sinks["ledger"].Mode, c.Sinks["acks"].Mode, c.Sinks["chat"].Mode)
+	}
+}
+
+// TestSourcesShareADirectoryByIncludePatterns: two sources may poll one
+// directory when both set include patterns (theirs to keep apart), and
+// one directory on two servers is two directories.
+func TestSourcesShareADirectoryByIncludePatterns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(path, []byte(`sinks:
+  ledger: {url: "https://erp.example.test/remittances"}
+  acks: {url: "https://gateway.example.test/acks"}
+routes: {payment.posted: ledger, claim.received: ledger, ack.999: acks, ack.ta1: acks}
+sources:
+  - {name: era, type: local, directories: [/in], include: ["*.835"]}
+  - {name: claims, type: local, directories: [/in/], include: ["*.837"]}
+  - {name: payer-a, type: sftp, address: "a.example.test:22", user: u, private_key_file: /k, known_hosts_file: /kh, directories: [/out]}
+  - {name: payer-b, type: sftp, address: "b.example.test:22", user: u, private_key_file: /k, known_hosts_file: /kh, directories: [/out]}
+`), 0o600)
+	if _, err := Load(path); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,7 +69,7 @@ func TestRoutesNameSeveralSinksAndSourcesOverride(t *testing.T) {
 	c, err := loadYAML(t, sftpSinkYAML+`routes: {payment.posted: s, claim.received: [s], ack.999: [s, partner], ack.ta1: s, delivery.dead: [s]}
 sources:
   - {name: a, type: local, directories: [/in]}
-  - {name: b, type: local, directories: [/in], routes: {ack.999: [partner], ack.ta1: partner}}
+  - {name: b, type: local, directories: [/in-b], routes: {ack.999: [partner], ack.ta1: partner}}
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +88,7 @@ sources:
 	}
 	_, err = loadYAML(t, sftpSinkYAML+`routes: {payment.posted: [s, s], claim.received: [], ack.999: [s, nope], ack.ta1: s}
 sources:
-  - {name: b, type: local, directories: [/in], routes: {ack.99: partner, delivery.dead: s, ack.ta1: ghost}}
+  - {name: b, type: local, directories: [/in-b], routes: {ack.99: partner, delivery.dead: s, ack.ta1: ghost}}
 `)
 	for _, want := range []string{`routes.payment.posted: names a sink twice`, `routes.claim.received: must name a sink`,
 		`routes.ack.999: must name a configured sink (got "nope")`, `sources[0].routes.ack.99: is not an effect kind`,
@@ -107,7 +107,7 @@ sources:
 	if _, err := loadYAML(t, sftpSinkYAML+`routes: {payment.posted: s, claim.received: s, ack.ta1: s}
 sources:
   - {name: a, type: local, directories: [/in], routes: {ack.999: partner}}
-  - {name: b, type: local, directories: [/in]}
+  - {name: b, type: local, directories: [/in-b]}
 `); err == nil || !strings.Contains(err.Error(), "routes.ack.999: must be routed") {
 		t.Errorf("ack.999 unrouted for source b: %v", err)
 	}

@@ -299,12 +299,16 @@ func (c *Console) dlqRow(w http.ResponseWriter, r *http.Request) {
 }
 
 type confirmData struct {
-	Verb      string
-	Action    string
-	Filter    dlqFilter
-	All       bool
-	IDs       string
-	Count     int
+	Verb   string
+	Action string
+	Filter dlqFilter
+	All    bool
+	IDs    string
+	Count  int
+	// Passed counts the claim events among them that a later event of
+	// the same claim passed (DeadFilter.Passed): replayed, they arrive
+	// after it.
+	Passed    int
 	Rows      []deadRow
 	Truncated bool
 	// Cancel links back to the dead-letter page with its filter (built
@@ -361,6 +365,14 @@ func (c *Console) dlqAct(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		data := confirmData{Verb: verb, Action: "/dlq/" + verb, Filter: shown, All: all, Count: count, Cancel: cancel}
+		if verb == "replay" {
+			passed := f
+			passed.Passed = true
+			if data.Passed, err = c.st.CountDead(r.Context(), passed); err != nil {
+				c.fail(w, err)
+				return
+			}
+		}
 		for _, id := range f.IDs {
 			data.IDs += strconv.FormatInt(id, 10) + ","
 		}

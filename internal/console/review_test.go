@@ -288,3 +288,50 @@ func TestStaticServesFilesNotListings(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayConfirmationWarnsOfPassedClaims: the confirmation of a
+// replay says how many of its rows are claim events that a later event
+// of the same claim (here a void, delivered after the original died)
+// passed: replayed, they arrive after it.
+func TestReplayConfirmationWarnsOfPassedClaims(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		for i, freq := range []string{"1", "8"} { // the claim, then its void
+			var b bytes.Buffer
+			x12gen.Claims{Control: 40 + i, Claims: 1, IDPrefix: "ZQXPCN", Frequency: freq}.Write(&b)
+			ingest(t, st, fmt.Sprintf("c%d.837", i), b.Bytes())
+		}
+		now := time.Now().UTC()
+		original, err := st.Claim(ctx, now, []string{"ledger"}, 10, time.Minute)
+		if err != nil || len(original) != 1 {
+			t.Fatalf("claim: %d %v", len(original), err)
+		}
+		if err := st.Dead(ctx, original[0].ID, original[0].LeaseToken, now, outbox.Failure{HTTPStatus: 422, Error: "HTTP 422"}); err != nil {
+			t.Fatal(err)
+		}
+		srv := serve(t, st, nil)
+		b := newBrowser(t, srv)
+		b.signIn(adminToken)
+		confirm := func() string {
+			t.Helper()
+			resp, body := b.do("POST", "/dlq/replay", url.Values{"csrf": {b.csrf}, "all": {"true"}}, nil)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("confirmation: %s", resp.Status)
+			}
+			return body
+		}
+		if body := confirm(); strings.Contains(body, "passed while they were dead") {
+			t.Errorf("warned of a passed claim while its void waits undelivered")
+		}
+		void, err := st.Claim(ctx, now, []string{"ledger"}, 10, time.Minute)
+		if err != nil || len(void) != 1 {
+			t.Fatalf("claim the void: %d %v", len(void), err)
+		}
+		if _, err := st.CompleteMany(ctx, []outbox.Completion{{ID: void[0].ID, Token: void[0].LeaseToken, HTTPStatus: 200}}, now); err != nil {
+			t.Fatal(err)
+		}
+		if body := confirm(); !strings.Contains(body, "1 of them are claim events that a later event of the same claim") {
+			t.Errorf("the replay's confirmation does not warn of the passed claim")
+		}
+	})
+}

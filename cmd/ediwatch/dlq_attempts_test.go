@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
-	"github.com/ediwatch/ediwatch/internal/store/sqlite"
-	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
@@ -24,20 +20,8 @@ func TestDLQShowAttemptHistory(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "e.db")
 	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+db))
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	x12gen.Claims{Control: 21, Claims: 1, IDPrefix: "PCN4431-"}.Write(&b)
 	now := time.Now().UTC().Truncate(time.Second)
-	if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "t", Path: "c.x12",
-		Size: int64(b.Len()), MTime: now, SHA256: "x", CorrelationID: "corr", Now: now}, bytes.NewReader(b.Bytes())); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWithClaims(t, db, now, x12gen.Claims{Control: 21, Claims: 1, IDPrefix: "PCN4431-"})
 	claim := func() outbox.Row {
 		rows, err := st.Claim(ctx, now.Add(time.Minute), []string{"ledger"}, 10, time.Minute)
 		if err != nil || len(rows) != 1 {

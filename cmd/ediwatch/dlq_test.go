@@ -17,26 +17,40 @@ import (
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
-// deadClaims ingests an 837 of two claims into a new SQLite store at db
-// and dead-letters both claim rows at sink ledger with fail's failure.
-func deadClaims(t *testing.T, db string, fail func(outbox.Row) outbox.Failure) []outbox.Row {
+// storeWithClaims opens a new SQLite store at db, migrated, each of files
+// ingested as an 837 of its own at now.
+func storeWithClaims(t *testing.T, db string, now time.Time, files ...x12gen.Claims) *sqlite.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
 	if err := st.Migrate(ctx); err != nil {
+		st.Close()
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	x12gen.Claims{Control: 9, Claims: 2, IDPrefix: "PCN8812-"}.Write(&b)
+	for i, f := range files {
+		var b bytes.Buffer
+		f.Write(&b)
+		if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "t",
+			Path: fmt.Sprintf("c%d.x12", i), Size: int64(b.Len()), MTime: now, SHA256: fmt.Sprint("x", i),
+			CorrelationID: "corr", Now: now}, bytes.NewReader(b.Bytes())); err != nil {
+			st.Close()
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// deadClaims ingests an 837 of two claims into a new SQLite store at db
+// and dead-letters both claim rows at sink ledger with fail's failure.
+func deadClaims(t *testing.T, db string, fail func(outbox.Row) outbox.Failure) []outbox.Row {
+	t.Helper()
+	ctx := context.Background()
 	now := time.Now().UTC()
-	if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "t", Path: "c.x12",
-		Size: int64(b.Len()), MTime: now, SHA256: "x", CorrelationID: "corr", Now: now}, bytes.NewReader(b.Bytes())); err != nil {
-		t.Fatal(err)
-	}
+	st := storeWithClaims(t, db, now, x12gen.Claims{Control: 9, Claims: 2, IDPrefix: "PCN8812-"})
+	defer st.Close()
 	rows, err := st.Claim(ctx, now, []string{"ledger"}, 10, time.Minute)
 	if err != nil || len(rows) != 2 {
 		t.Fatalf("claim: %d %v", len(rows), err)
@@ -186,23 +200,9 @@ func TestDLQReplayWarnsOfPassedClaims(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "e.db")
 	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+db))
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC()
-	for i, freq := range []string{"1", "8"} { // the claim, then its void
-		var b bytes.Buffer
-		x12gen.Claims{Control: 30 + i, Claims: 1, IDPrefix: "PCN8812-", Frequency: freq}.Write(&b)
-		if _, err := inbox.Ingest(ctx, inbox.Options{Store: st, Routes: storetest.Routes}, inbox.FileInfo{Source: "t",
-			Path: fmt.Sprintf("c%d.x12", i), Size: int64(b.Len()), MTime: now, SHA256: fmt.Sprint(i), CorrelationID: "corr",
-			Now: now}, bytes.NewReader(b.Bytes())); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st := storeWithClaims(t, db, now, x12gen.Claims{Control: 30, Claims: 1, IDPrefix: "PCN8812-", Frequency: "1"},
+		x12gen.Claims{Control: 31, Claims: 1, IDPrefix: "PCN8812-", Frequency: "8"}) // the claim, then its void
 	original, err := st.Claim(ctx, now, []string{"ledger"}, 10, time.Minute)
 	if err != nil || len(original) != 1 {
 		t.Fatalf("claim: %d %v", len(original), err)

@@ -343,3 +343,32 @@ func TestBlankInterchangePartiesAreRejected(t *testing.T) {
 		}
 	}
 }
+
+// TestSignedCountsAreNoCounts: SE01, GE01 and IEA01 are counts of type
+// N0, digits alone: "+19" is no count, though strconv.Atoi reads it as
+// 19; each trailer's count error is reported, as for any other value
+// that is not the count.
+func TestSignedCountsAreNoCounts(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "835_canonical.x12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{"SE*19*0001~", "SE*+19*0001~", "se01_count"},
+		{"GE*1*101~", "GE*+1*101~", "ge01_count"},
+		{"IEA*1*000000101~", "IEA*+1*000000101~", "iea01_count"},
+		{"SE*19*0001~", "SE*019*0001~", ""}, // leading zeros are digits
+	} {
+		f, err := Parse(strings.NewReader(strings.Replace(string(data), c.from, c.to, 1)), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range f.AllErrors() {
+			got = append(got, e.Cause.Code)
+		}
+		if want := []string{c.want}; c.want == "" && len(got) != 0 || c.want != "" && !slices.Equal(got, want) {
+			t.Errorf("%s: errors %v, want %q", c.to, got, c.want)
+		}
+	}
+}

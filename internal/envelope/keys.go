@@ -99,10 +99,21 @@ func trimZeros(v string) string {
 	return t
 }
 
-// numEqual reports whether the numeric element v equals n.
+// numEqual reports whether the numeric element v equals n. A count is of
+// type N0: digits alone (leading zeros allowed); a sign or a space is no
+// count, though strconv.Atoi would read "+19" as 19.
 func numEqual(v string, n int) bool {
-	got, err := strconv.Atoi(v)
-	return err == nil && got == n
+	got, ok := count(v)
+	return ok && got == n
+}
+
+// count reads the count v (type N0: digits alone).
+func count(v string) (int, bool) {
+	if !isDigits([]byte(v)) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil
 }
 
 // quoteCtl quotes an envelope control value for an error message, bounded

@@ -1136,7 +1136,7 @@ func (r *Reader) endGroup(trailer bool) Kind {
 	if trailer {
 		seg := r.seg
 		g.Complete = true
-		if n, err := strconv.Atoi(seg.Str(1)); err == nil && n >= 0 {
+		if n, ok := count(seg.Str(1)); ok {
 			g.DeclaredSets = n
 		}
 		if n := seg.Str(1); !numEqual(n, g.SetCount) {

@@ -372,3 +372,33 @@ func TestSignedCountsAreNoCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestPaddingAfterTheLastInterchangeIsAWarning: NUL padding (a
+// fixed-block transfer) or a DOS end-of-file byte (0x1A) after the last
+// interchange is skipped with one warning, not an error that marks the
+// file invalid; other bytes there are still an error.
+func TestPaddingAfterTheLastInterchangeIsAWarning(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "835_canonical.x12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := string(data)
+	for _, c := range []struct {
+		name, in string
+		valid    bool
+	}{
+		{"dos eof", ix + "\x1a", true},
+		{"nul block", ix + strings.Repeat("\x00", 300), true},
+		{"line break and eof", ix + "\r\n\x1a", true},
+		{"garbage", ix + "\x1aGARBAGE", false},
+	} {
+		f, err := Parse(strings.NewReader(c.in), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warned := f.WarningCounts[WarnPadding]
+		if f.Valid() != c.valid || c.valid && warned != 1 {
+			t.Errorf("%s: valid %v (want %v), %d padding warnings, errors %v", c.name, f.Valid(), c.valid, warned, f.AllErrors())
+		}
+	}
+}

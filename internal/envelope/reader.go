@@ -222,6 +222,7 @@ type Reader struct {
 	strayN                      int // stray segments after the one strayErr names
 	strayID                     string
 	fileWarns                   []Warning
+	padWarned                   bool // the padding warning was given
 	lenient                     ixLenient
 	isaSeen                     map[string]*ctlSet // ISA13 per sender, for duplicates
 	noTerm                      bool               // the last segment read had no terminator
@@ -458,6 +459,21 @@ func isBinary(b []byte) bool {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
+
+// isPadding reports whether b is padding: NUL or DOS end-of-file (0x1A)
+// bytes, with whitespace between them, and at least one of them.
+func isPadding(b []byte) bool {
+	pad := false
+	for _, c := range b {
+		switch {
+		case c == 0 || c == 0x1A:
+			pad = true
+		case !isSpace(c):
+			return false
+		}
+	}
+	return pad
+}
 
 // read reads the next segment into r.seg. At an ISA it first reads the
 // header, so the segment is read with the delimiters it declares.
@@ -713,6 +729,17 @@ func (r *Reader) handle() Kind {
 	if r.segISA {
 		r.endStray()
 		r.startInterchange(seg)
+		return 0
+	}
+	if isPadding(seg.Raw()) {
+		// NUL padding of a fixed-block transfer, or a DOS end-of-file
+		// byte, after (or between) interchanges: no segment at all.
+		if !r.padWarned {
+			r.padWarned = true
+			r.fileWarns = append(r.fileWarns, Warning{Code: WarnPadding, Offset: seg.Offset, Segment: seg.Index,
+				Message: fmt.Sprintf("%d bytes of NUL or DOS end-of-file (0x1A) padding outside any interchange, skipped",
+					len(seg.Raw()))})
+		}
 		return 0
 	}
 	if r.stray {

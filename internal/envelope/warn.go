@@ -25,6 +25,7 @@ const (
 	// File level.
 	WarnUTF8BOM           = "utf8_bom"
 	WarnLeadingWhitespace = "leading_whitespace"
+	WarnPadding           = "padding"
 	// Interchange level.
 	WarnISAFieldWidth      = "isa_field_width"
 	WarnISALineBreaks      = "isa_line_breaks"

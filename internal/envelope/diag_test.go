@@ -373,11 +373,11 @@ func TestSignedCountsAreNoCounts(t *testing.T) {
 	}
 }
 
-// TestPaddingAfterTheLastInterchangeIsAWarning: NUL padding (a
-// fixed-block transfer) or a DOS end-of-file byte (0x1A) after the last
-// interchange is skipped with one warning, not an error that marks the
-// file invalid; other bytes there are still an error.
-func TestPaddingAfterTheLastInterchangeIsAWarning(t *testing.T) {
+// TestPaddingOutsideInterchangesIsAWarning: NUL padding (a fixed-block
+// transfer) or a DOS end-of-file byte (0x1A) after the last interchange,
+// or between two, is skipped with one warning, not an error that marks
+// the file invalid; other bytes there are still an error.
+func TestPaddingOutsideInterchangesIsAWarning(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("testdata", "835_canonical.x12"))
 	if err != nil {
 		t.Fatal(err)
@@ -390,6 +390,7 @@ func TestPaddingAfterTheLastInterchangeIsAWarning(t *testing.T) {
 		{"dos eof", ix + "\x1a", true},
 		{"nul block", ix + strings.Repeat("\x00", 300), true},
 		{"line break and eof", ix + "\r\n\x1a", true},
+		{"between interchanges", ix + "\x1a\x00\r\n" + strings.Replace(ix, "000000101", "000000102", 2) + "\x00", true},
 		{"garbage", ix + "\x1aGARBAGE", false},
 	} {
 		f, err := Parse(strings.NewReader(c.in), Options{})

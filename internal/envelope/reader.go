@@ -460,19 +460,17 @@ func isBinary(b []byte) bool {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
-// isPadding reports whether b is padding: NUL or DOS end-of-file (0x1A)
-// bytes, with whitespace between them, and at least one of them.
-func isPadding(b []byte) bool {
-	pad := false
-	for _, c := range b {
-		switch {
-		case c == 0 || c == 0x1A:
-			pad = true
-		case !isSpace(c):
-			return false
-		}
+// warnPadding notes, once per file, NUL or DOS end-of-file (0x1A) bytes
+// skipped at off outside any interchange: the padding of a fixed-block
+// transfer, or an end-of-file mark, after or between interchanges. They
+// are skipped as whitespace is at a segment start.
+func (r *Reader) warnPadding(off int64) {
+	if r.padWarned {
+		return
 	}
-	return pad
+	r.padWarned = true
+	r.fileWarns = append(r.fileWarns, Warning{Code: WarnPadding, Offset: off, Segment: r.segIndex + 1,
+		Message: "NUL or DOS end-of-file (0x1A) padding outside any interchange, skipped"})
 }
 
 // read reads the next segment into r.seg. At an ISA it first reads the
@@ -506,8 +504,15 @@ func (r *Reader) readOne() error {
 		// Whitespace at a segment start is never content: line breaks
 		// after terminators, indentation, blank lines when the
 		// terminator is itself a newline.
-		for n < len(b) && isSpace(b[n]) {
+		pad := 0
+		for n < len(b) && (isSpace(b[n]) || r.ix == nil && (b[n] == 0 || b[n] == 0x1A)) {
+			if !isSpace(b[n]) {
+				pad++
+			}
 			n++
+		}
+		if pad > 0 {
+			r.warnPadding(r.off)
 		}
 		if n > 0 {
 			if r.ix != nil {
@@ -729,17 +734,6 @@ func (r *Reader) handle() Kind {
 	if r.segISA {
 		r.endStray()
 		r.startInterchange(seg)
-		return 0
-	}
-	if isPadding(seg.Raw()) {
-		// NUL padding of a fixed-block transfer, or a DOS end-of-file
-		// byte, after (or between) interchanges: no segment at all.
-		if !r.padWarned {
-			r.padWarned = true
-			r.fileWarns = append(r.fileWarns, Warning{Code: WarnPadding, Offset: seg.Offset, Segment: seg.Index,
-				Message: fmt.Sprintf("%d bytes of NUL or DOS end-of-file (0x1A) padding outside any interchange, skipped",
-					len(seg.Raw()))})
-		}
 		return 0
 	}
 	if r.stray {

@@ -113,6 +113,27 @@ func (p *failoverProxy) strand() {
 	}
 }
 
+// throughFailoverProxy returns a new test schema on PostgreSQL twice: as
+// direct, connected straight to the server, and as st, opened with opts
+// through a new failoverProxy.
+func throughFailoverProxy(t *testing.T, opts postgres.Options) (direct, st *postgres.Store, proxy *failoverProxy) {
+	t.Helper()
+	direct = pgtest.New(t, postgres.Options{})
+	if err := direct.Pool().QueryRow(context.Background(), "SELECT current_schema()").Scan(&opts.Schema); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy = newFailoverProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	if st, err = postgres.Open(context.Background(), u.String(), opts); err != nil {
+		t.Fatal(err)
+	}
+	return direct, st, proxy
+}
+
 // TestRelayOutlivesConnectionsStrandedByAFailover: while a batch is in
 // flight, PostgreSQL fails over and every connection the relay holds
 // becomes a black hole (no reset, no answer), as connections to a primary
@@ -121,21 +142,7 @@ func (p *failoverProxy) strand() {
 // on delivering through new ones, every effect ends delivered, and it
 // stops when asked.
 func TestRelayOutlivesConnectionsStrandedByAFailover(t *testing.T) {
-	direct := pgtest.New(t, postgres.Options{})
-	var schema string
-	if err := direct.Pool().QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newFailoverProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	st, err := postgres.Open(context.Background(), u.String(), postgres.Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct, st, proxy := throughFailoverProxy(t, postgres.Options{})
 	const payments = 6
 	ingestPayments(t, direct, payments)
 	var once sync.Once
@@ -173,22 +180,7 @@ func TestRelayOutlivesConnectionsStrandedByAFailover(t *testing.T) {
 // closes it). Listen finds it dead, listens again on a new connection
 // (and wakes the relay, as after any reconnect), and stops when asked.
 func TestListenOutlivesAConnectionStrandedByAFailover(t *testing.T) {
-	direct := pgtest.New(t, postgres.Options{})
-	var schema string
-	if err := direct.Pool().QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(testenv.PostgresURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := newFailoverProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	st, err := postgres.Open(context.Background(), u.String(), postgres.Options{Schema: schema,
-		ListenCheck: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, st, proxy := throughFailoverProxy(t, postgres.Options{ListenCheck: 200 * time.Millisecond})
 	wakes := make(chan struct{}, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})

@@ -89,6 +89,7 @@ type SFTP struct {
 	// (at tempsAt), for retries to find files killed attempts left.
 	temps   map[string]bool
 	tempsAt time.Time
+	listing sync.Mutex // held while the folder is listed for temps
 	// sealed keeps the message each effect was last sealed to (Encrypt),
 	// in the order sealed: a retry uploads the same bytes, so it
 	// recognises an earlier upload of its own (ours compares bytes, and
@@ -430,6 +431,10 @@ const tempsTTL = 10 * time.Minute
 // last listing is younger than tempsTTL. A folder that may not be listed
 // (a write-only drop box) gives none.
 func (s *SFTP) listTemps(c *sftp.Client, dir string) error {
+	// One listing at a time: the workers retrying at once after an
+	// outage wait for the first one's instead of each listing the folder.
+	s.listing.Lock()
+	defer s.listing.Unlock()
 	s.mu.Lock()
 	fresh := s.temps != nil && time.Since(s.tempsAt) < tempsTTL
 	s.mu.Unlock()

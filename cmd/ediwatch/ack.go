@@ -72,7 +72,9 @@ func ackFile(cmd *cobra.Command, path string, cn ack.ControlNumbers, opts ack.Op
 		return &exitError{code: 2, err: err}
 	}
 	defer fh.Close()
-	f, err := process.File(cmd.Context(), fh, process.Config{ControlNumbers: cn, Ack: opts}, func(it process.Item) error {
+	// Transient: only the acknowledgments are kept, not the sets.
+	cfg := process.Config{ControlNumbers: cn, Ack: opts, Transient: true}
+	f, err := process.File(cmd.Context(), fh, cfg, func(it process.Item) error {
 		if it.Ack == nil {
 			return nil
 		}

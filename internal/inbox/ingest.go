@@ -505,7 +505,9 @@ type setMeta struct {
 // parse processes r into sp and out.
 func parse(ctx context.Context, opts Options, cn ack.ControlNumbers, r io.ReadSeeker, sp *spill,
 	lookup ClaimLookup, out *parsed, pl *pipeline) error {
-	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack}
+	// Transient: a set's record holds its payloads packed (spill.put),
+	// nothing of its document.
+	cfg := process.Config{ControlNumbers: cn, Ack: opts.Ack, Transient: true}
 	if o, ok := opts.Store.(AnswerLookup); ok {
 		// Outside the ingestion's transaction, like the claim lookup: an
 		// acknowledgment's original is named when it is there to be found.

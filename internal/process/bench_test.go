@@ -118,7 +118,7 @@ func BenchmarkPaymentDocuments(b *testing.B) {
 					}
 					if mode == "parse+effect" {
 						s := &Set{Key: st.s.Key, ContentHash: "h", Payment: p}
-						if e := effects(st.ix, s); len(e) != 1 {
+						if e := effects(st.ix, s, nil); len(e) != 1 {
 							b.Fatal(e)
 						}
 					}
@@ -174,7 +174,7 @@ func BenchmarkClaimDocuments(b *testing.B) {
 					b.Fatal(len(cs), probs)
 				}
 				if mode == "parse+effects" {
-					if e := effects(ix, &Set{Key: key, Claims: cs}); len(e) != claims {
+					if e := effects(ix, &Set{Key: key, Claims: cs}, nil); len(e) != claims {
 						b.Fatal(len(e))
 					}
 				}

@@ -107,7 +107,7 @@ func TestEffectsMatchEncodingJSON(t *testing.T) {
 			default:
 				continue
 			}
-			sameEffects(t, name, effects(rd.Interchange(), s), reflectEffects(rd.Interchange(), s))
+			sameEffects(t, name, effects(rd.Interchange(), s, nil), reflectEffects(rd.Interchange(), s))
 			n++
 		}
 		return n
@@ -155,7 +155,7 @@ func TestEffectsMatchEncodingJSON(t *testing.T) {
 				x12test.Fill(r, &s.Claims[i])
 			}
 		}
-		sameEffects(t, "random", effects(ix, s), reflectEffects(ix, s))
+		sameEffects(t, "random", effects(ix, s, nil), reflectEffects(ix, s))
 	}
 }
 

@@ -167,6 +167,11 @@ type Config struct {
 	// received acknowledgment answers (see Originals); nil: nothing is
 	// looked up.
 	Originals Originals
+	// Transient: every set's document (Payment, Claims, as for a Claimed
+	// set) and its effects' payloads are valid only until emit returns:
+	// the document parsers and the payloads' buffer are reused from set
+	// to set, so a large file's documents are not allocated set by set.
+	Transient bool
 }
 
 // Known is what the caller of File knows of a set (Config.Claims).
@@ -262,7 +267,7 @@ func File(ctx context.Context, r io.ReadSeeker, cfg Config, emit func(Item) erro
 	allFA := true
 	var results []ack.SetResult
 	var types, impls Repeated
-	var reuse parsers
+	reuse := parsers{transient: cfg.Transient}
 	// groupsAreAcks: every group of the interchange so far is FA or holds
 	// only 999 and 997 sets (a partner's GS01 may be wrong).
 	groupsAreAcks := true
@@ -410,6 +415,10 @@ type interchangeVerdict struct {
 type parsers struct {
 	remit remit.Parser
 	claim claim.Parser
+	// transient: every set's document is read by these parsers, and its
+	// effects' payloads are written into payloads (Config.Transient).
+	transient bool
+	payloads  []byte
 }
 
 func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
@@ -418,14 +427,15 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 		Normal: s.Normal, Status: Processed, Errors: s.Errors}
 	segs := s.Segments()
 	noEffects := known != Unknown
+	reused := noEffects || reuse.transient
 	switch {
 	case known == ClaimedClean:
 		// Read before, when its content was claimed: nothing to show.
-	case s.Type == "835" && noEffects:
+	case s.Type == "835" && reused:
 		out.Payment, out.Problems = reuse.remit.Parse(segs)
 	case s.Type == "835":
 		out.Payment, out.Problems = remit.Parse(segs)
-	case s.Type == "837" && noEffects:
+	case s.Type == "837" && reused:
 		out.Claims, out.Problems = reuse.claim.Parse(segs)
 	case s.Type == "837":
 		out.Claims, out.Problems = claim.Parse(segs)
@@ -434,7 +444,7 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 	case answer.Is277CA(s, g) && !noEffects:
 		out.Statuses = answer.Parse277CA(segs)
 	}
-	if noEffects {
+	if reused {
 		// The group's results keep the problems until its 999 is built,
 		// past the parser's next set.
 		out.Problems = cloneProblems(out.Problems)
@@ -451,7 +461,11 @@ func processSet(ix *envelope.Interchange, g *envelope.Group, s *envelope.Set,
 		out.Status, out.Reason = Rejected, "content rejected: "+firstRejecting(out.Problems)
 	}
 	if out.Status == Processed && !noEffects {
-		out.Effects = effects(ix, out)
+		var scratch *[]byte
+		if reuse.transient {
+			scratch = &reuse.payloads
+		}
+		out.Effects = effects(ix, out, scratch)
 	}
 	return out, res
 }
@@ -511,30 +525,41 @@ type AckEvent struct {
 // byte what json.Marshal writes for PaymentEvent and ClaimEvent (the
 // effect hashes are taken over them; TestEffectsMatchEncodingJSON holds
 // the two to it), with each document encoded once for payload and hash.
-func effects(ix *envelope.Interchange, s *Set) []Effect {
+func effects(ix *envelope.Interchange, s *Set, scratch *[]byte) []Effect {
 	sender, receiver := ix.Sender(), ix.Receiver()
 	switch {
 	case s.Payment != nil:
 		p := s.Payment
 		// The payload is the envelope head, then the payment's own members:
 		// the document is encoded once, in place, and hashed where it lies.
-		size := 1024
-		for i := range p.Claims {
-			size += 400 + 350*len(p.Claims[i].Lines)
+		var buf []byte
+		if scratch != nil {
+			buf = (*scratch)[:0]
+		} else {
+			size := 1024
+			for i := range p.Claims {
+				size += 400 + 350*len(p.Claims[i].Lines)
+			}
+			buf = make([]byte, 0, size)
 		}
-		buf := appendHead(make([]byte, 0, size), s.Key, s.ContentHash, true, sender, receiver)
+		buf = appendHead(buf, s.Key, s.ContentHash, true, sender, receiver)
 		at := len(buf)
 		buf = p.AppendJSON(buf)
 		hash := paymentHash(buf[at:], p.ProductionDate)
 		payload := joinHead(buf, at)
-		if cap(payload)-len(payload) > len(payload)/4 {
+		if scratch != nil {
+			*scratch = payload
+		} else if cap(payload)-len(payload) > len(payload)/4 {
 			payload = bytes.Clone(payload) // do not keep a poor estimate's slack
 		}
 		key := p.EffectKey()
 		return []Effect{{Kind: KindPayment, Key: key, OrderingKey: key, Hash: hash, Payload: payload}}
 	case s.Claims != nil:
 		out := make([]Effect, 0, len(s.Claims))
-		var buf, keys []byte
+		var buf, keys, arena []byte
+		if scratch != nil {
+			arena = (*scratch)[:0]
+		}
 		for i := range s.Claims {
 			c := &s.Claims[i]
 			buf = appendHead(buf[:0], s.Key, "", false, sender, receiver)
@@ -546,8 +571,18 @@ func effects(ix *envelope.Interchange, s *Set) []Effect {
 			n := len(keys)
 			keys = claim.AppendOrderingKey(keys, sender, receiver, c)
 			k := string(keys)
-			out = append(out, Effect{Kind: KindClaim, Key: k[:n], OrderingKey: k[n:], Hash: hash,
-				Payload: bytes.Clone(joinHead(buf, at))})
+			payload := joinHead(buf, at)
+			if scratch != nil {
+				from := len(arena)
+				arena = append(arena, payload...)
+				payload = arena[from:len(arena):len(arena)]
+			} else {
+				payload = bytes.Clone(payload)
+			}
+			out = append(out, Effect{Kind: KindClaim, Key: k[:n], OrderingKey: k[n:], Hash: hash, Payload: payload})
+		}
+		if scratch != nil {
+			*scratch = arena
 		}
 		return out
 	case s.Acks != nil || s.Statuses != nil:

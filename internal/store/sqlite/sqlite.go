@@ -262,23 +262,44 @@ func (in *ingestion) stmt(ctx context.Context, q string) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// exec runs q, prepared once per ingestion, with args.
+// exec runs q, prepared once per ingestion, with args (see rowContext).
 func (in *ingestion) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	st, err := in.stmt(ctx, q)
 	if err != nil {
+		return nil, err
+	}
+	if ctx, err = rowContext(ctx); err != nil {
 		return nil, err
 	}
 	return st.ExecContext(ctx, args...)
 }
 
 // queryRow runs q, prepared once per ingestion, with args and scans its
-// row into dest.
+// row into dest (see rowContext).
 func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ...any) error {
 	st, err := in.stmt(ctx, q)
 	if err != nil {
 		return err
 	}
+	if ctx, err = rowContext(ctx); err != nil {
+		return err
+	}
 	return st.QueryRowContext(ctx, args...).Scan(dest...)
+}
+
+// rowContext returns ctx without its cancellation, for one of an
+// ingestion's statements, or ctx's error if it is done. The driver watches
+// a cancellable context on a goroutine of its own for every statement, a
+// large file's write spending more on those than on some of its inserts;
+// each statement is a few rows, in a transaction that took the write lock
+// when it began, so it has nothing to wait for that a cancellation would
+// interrupt. A cancellation still ends the ingestion at its next
+// statement, and database/sql rolls its transaction back at once.
+func rowContext(ctx context.Context) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return context.WithoutCancel(ctx), nil
 }
 
 // ClaimedKeys implements inbox.ClaimLookup. The keys of its answer are

@@ -525,6 +525,9 @@ type AckEvent struct {
 // byte what json.Marshal writes for PaymentEvent and ClaimEvent (the
 // effect hashes are taken over them; TestEffectsMatchEncodingJSON holds
 // the two to it), with each document encoded once for payload and hash.
+// With scratch set (Config.Transient), the payloads of 835 and 837 sets
+// are written into *scratch, reused by the next call, instead of memory
+// of their own.
 func effects(ix *envelope.Interchange, s *Set, scratch *[]byte) []Effect {
 	sender, receiver := ix.Sender(), ix.Receiver()
 	switch {

@@ -9,9 +9,10 @@
 // command itself, or the largest of the processes it waited for). A
 // -before shell command runs untimed before each run (e.g. to lay a fresh
 // store); the command's standard output is discarded unless -stdout names
-// a file. A run that exits non-zero fails the benchmark.
+// a file. -warmup runs the command that many times first, untimed (and
+// its -before with it). A run that exits non-zero fails the benchmark.
 //
-// Usage: cmdbench -name NAME [-n 3] [-before 'sh'] [-stdin FILE] [-stdout FILE] -- CMD ARGS...
+// Usage: cmdbench -name NAME [-n 3] [-warmup 0] [-before 'sh'] [-stdin FILE] [-stdout FILE] -- CMD ARGS...
 package main
 
 import (
@@ -43,6 +44,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cmdbench", flag.ContinueOnError)
 	name := fs.String("name", "", "benchmark name (printed as BenchmarkNAME)")
 	n := fs.Int("n", 3, "runs")
+	warmup := fs.Int("warmup", 0, "untimed runs before the timed ones")
 	before := fs.String("before", "", "shell command run untimed before each run")
 	stdin := fs.String("stdin", "", "file given to the command as standard input")
 	out := fs.String("stdout", "", "file that receives the command's standard output (default discarded)")
@@ -50,11 +52,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	argv := fs.Args()
-	if *name == "" || len(argv) == 0 || *n < 1 {
-		return fmt.Errorf("usage: cmdbench -name NAME [-n N] [-before SH] [-stdin FILE] [-stdout FILE] -- CMD ARGS")
+	if *name == "" || len(argv) == 0 || *n < 1 || *warmup < 0 {
+		return fmt.Errorf("usage: cmdbench -name NAME [-n N] [-warmup N] [-before SH] [-stdin FILE] [-stdout FILE] -- CMD ARGS")
 	}
 	var results []result
-	for i := 0; i < *n; i++ {
+	for i := 0; i < *warmup+*n; i++ {
 		if *before != "" {
 			c := exec.Command("sh", "-c", *before)
 			c.Stdout, c.Stderr = stderr, stderr
@@ -66,7 +68,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", *name, err)
 		}
-		results = append(results, r)
+		if i >= *warmup {
+			results = append(results, r)
+		}
 	}
 	walls := make([]time.Duration, len(results))
 	var peak int64

@@ -90,6 +90,8 @@ var (
 	ErrSegmentTooLong     = &Cause{Code: "segment_too_long", Level: LevelInterchange, Ack: "024", msg: "segment longer than the maximum allowed"}
 
 	ErrGSSyntax        = &Cause{Code: "gs_syntax", Level: LevelGroup, Ack: "6", msg: "invalid GS segment"}
+	ErrGSFunctionalID  = &Cause{Code: "gs01_missing", Level: LevelGroup, Ack: "1", msg: "missing functional identifier code (GS01)"}
+	ErrGSVersion       = &Cause{Code: "gs08_missing", Level: LevelGroup, Ack: "2", msg: "missing version, release, industry identifier code (GS08)"}
 	ErrGEControlNumber = &Cause{Code: "ge02_mismatch", Level: LevelGroup, Ack: "4", msg: "GE02 does not match GS06"}
 	ErrGESetCount      = &Cause{Code: "ge01_count", Level: LevelGroup, Ack: "5", msg: "GE01 does not match the number of transaction sets"}
 	ErrGEMissing       = &Cause{Code: "ge_missing", Level: LevelGroup, Ack: "3", msg: "functional group ends without GE"}

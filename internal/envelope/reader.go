@@ -1107,11 +1107,13 @@ func (r *Reader) startGroup(seg Segment) {
 	g.key = ix.key + ":" + keyVal(g.SenderCode, r.d) + ":" + keyVal(g.ReceiverCode, r.d) + ":" + keyVal(ctl, r.d)
 	switch {
 	case g.FunctionalID == "":
-		r.groupErr(seg, ErrGSSyntax, "GS01 is empty")
+		// AK905 1: a group of no functional identifier is of none we
+		// support; 2: of no version, of no version we support.
+		r.groupErr(seg, ErrGSFunctionalID, "GS01 is empty")
 	case !isDigits([]byte(g.ControlNumber)) || len(g.ControlNumber) > 9:
 		r.groupErr(seg, ErrGSSyntax, "GS06="+quoteCtl(g.ControlNumber))
 	case g.Version == "":
-		r.groupErr(seg, ErrGSSyntax, "GS08 is empty")
+		r.groupErr(seg, ErrGSVersion, "GS08 is empty")
 	}
 	if ix.gs06Seen.add(ctl) {
 		r.groupErr(seg, ErrGSDuplicate, "GS06="+quoteCtl(g.ControlNumber))

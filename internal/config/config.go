@@ -585,7 +585,13 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.Driver == "postgres" && c.Store.DSNFile == "" {
 		if u, err := url.Parse(c.Store.DSN); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			bad("store.dsn", "must be a postgres:// URL", quote(Redact(c.Store.DSN)))
+			// Redact knows a URL's password; a keyword/value DSN's
+			// ("password=…") it would print, so that is not shown.
+			got := "a value not shown (it may hold a password)"
+			if err == nil && u.Scheme != "" && u.Host != "" {
+				got = quote(Redact(c.Store.DSN))
+			}
+			bad("store.dsn", "must be a postgres:// URL", got)
 		} else if _, has := u.User.Password(); has {
 			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(Redact(c.Store.DSN)))
 		}

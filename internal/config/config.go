@@ -560,6 +560,18 @@ func cleanDecodeError(err error) error {
 	return errors.New(Redact(strings.ReplaceAll(err.Error(), "\n", "; ")))
 }
 
+// queryPassword reports whether a postgres URL carries a password in its
+// query (password= or sslpassword=, which pgx reads as it does the
+// userinfo's).
+func queryPassword(u *url.URL) bool {
+	for k := range u.Query() {
+		if strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") {
+			return true
+		}
+	}
+	return false
+}
+
 // loopback reports whether host is this machine.
 func loopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
@@ -594,6 +606,8 @@ func (c *Config) Validate() error {
 			bad("store.dsn", "must be a postgres:// URL", got)
 		} else if _, has := u.User.Password(); has {
 			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(Redact(c.Store.DSN)))
+		} else if queryPassword(u) {
+			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(sink.RedactURL(c.Store.DSN)))
 		}
 	}
 	if c.Store.MaxConns != 0 && c.Store.MaxConns < 2 {

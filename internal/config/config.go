@@ -560,6 +560,18 @@ func cleanDecodeError(err error) error {
 	return errors.New(Redact(strings.ReplaceAll(err.Error(), "\n", "; ")))
 }
 
+// queryPassword reports whether a postgres URL carries a password in its
+// query (password= or sslpassword=, which pgx reads as it does the
+// userinfo's).
+func queryPassword(u *url.URL) bool {
+	for k := range u.Query() {
+		if strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") {
+			return true
+		}
+	}
+	return false
+}
+
 // loopback reports whether host is this machine.
 func loopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
@@ -585,9 +597,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.Driver == "postgres" && c.Store.DSNFile == "" {
 		if u, err := url.Parse(c.Store.DSN); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			bad("store.dsn", "must be a postgres:// URL", quote(Redact(c.Store.DSN)))
+			// Redact knows a URL's password; a keyword/value DSN's
+			// ("password=…") it would print, so that is not shown.
+			got := "a value not shown (it may hold a password)"
+			if err == nil && u.Scheme != "" && u.Host != "" {
+				got = quote(Redact(c.Store.DSN))
+			}
+			bad("store.dsn", "must be a postgres:// URL", got)
 		} else if _, has := u.User.Password(); has {
 			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(Redact(c.Store.DSN)))
+		} else if queryPassword(u) {
+			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(sink.RedactURL(c.Store.DSN)))
 		}
 	}
 	if c.Store.MaxConns != 0 && c.Store.MaxConns < 2 {

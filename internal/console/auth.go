@@ -414,10 +414,13 @@ func (c *Console) endSession(w http.ResponseWriter, r *http.Request) bool {
 // signOut ends the caller's session, in the store for every replica and
 // in the browser (its cookie cleared). A viewer can sign viewer sessions
 // itself (its token is their key's source), so each sign-out could store
-// a revocation of its choosing: sign-outs spend the address's sign-in
-// budget, and past it the cookie is cleared but nothing is stored.
+// a revocation of its choosing: a viewer's sign-outs spend the address's
+// sign-in budget, and past it the cookie is cleared but nothing is
+// stored. Only an admin can sign admin sessions, so an admin's sign-out
+// is always stored: a guesser sharing the address (a proxy, a NAT) must
+// not leave a copy of the admin's cookie good.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
-	if c.allowAttempt(r) && !c.endSession(w, r) {
+	if (whoOf(r).role == roleAdmin || c.allowAttempt(r)) && !c.endSession(w, r) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: c.cfg.Secure,

@@ -141,8 +141,18 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 }
 
 // redact drops connection strings (which may hold a password) from an error.
+// A parse error quotes the whole DSN, which pgx redacts only where it
+// recognises a password (not "password = x" nor a missing "="): only
+// what follows the quoted DSN is kept.
 func redact(err error) error {
 	msg := err.Error()
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		if i := strings.LastIndex(msg, "`: "); i >= 0 {
+			return errors.New(msg[i+len("`: "):])
+		}
+		return errors.New("the connection string does not parse")
+	}
 	if i := strings.Index(msg, "postgres://"); i >= 0 {
 		return errors.New(msg[:i] + "postgres://[redacted]")
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,6 +63,31 @@ type Options struct {
 // too. Measured in the README (Store).
 const PageSize = 8192
 
+// createOwnerOnly creates the database file of dsn path ("file:…") empty
+// with mode 0600 when it does not exist yet, so that SQLite, which gives
+// its WAL and shared-memory files the database's mode, keeps all three
+// from other users whatever the process's umask: they hold claims and
+// remittances whole. An empty file is an empty database (page size and
+// journal mode still unset). A memory database, one opened read-only or
+// that must exist (mode=ro, rw), or a path that cannot be created, is
+// left to SQLite and its own error.
+func createOwnerOnly(path string, q url.Values) {
+	name := strings.TrimPrefix(path, "file:")
+	if rest, ok := strings.CutPrefix(name, "///"); ok {
+		name = "/" + rest
+	}
+	name, err := url.PathUnescape(name)
+	if err != nil || name == "" || strings.HasPrefix(name, ":") || strings.HasPrefix(name, "//") {
+		return
+	}
+	if m := q.Get("mode"); m == "memory" || m == "ro" || m == "rw" {
+		return
+	}
+	if f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	}
+}
+
 // DefaultMaxConns is the pool size when Options.MaxConns is not set.
 const DefaultMaxConns = 8
 
@@ -106,6 +132,7 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if !strings.HasPrefix(path, "file:") {
 		path = "file:" + path
 	}
+	createOwnerOnly(path, q)
 	db, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)

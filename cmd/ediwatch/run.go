@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -268,8 +269,15 @@ func buildSink(name string, sc config.Sink) (*sink.HTTP, error) {
 		}
 		headers[h] = strings.TrimSpace(string(b))
 	}
+	var tlsCfg *tls.Config
+	if sc.TLS.Set() {
+		var err error
+		if tlsCfg, err = sink.ClientTLS(sink.TLSFiles(sc.TLS)); err != nil {
+			return nil, fmt.Errorf("sinks.%s.tls: %w", name, err)
+		}
+	}
 	return sink.New(sink.Config{Name: name, URL: sc.URL, Secrets: secrets, Timeout: sc.Timeout.D(), Raw: sc.Raw, Mode: sc.Mode,
-		Headers: headers})
+		Headers: headers, TLS: tlsCfg})
 }
 
 // buildSFTPSink builds a sink of type sftp; it connects on its first

@@ -123,6 +123,19 @@ func (s Store) ResolveDSN() (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// SinkTLS names the files of an https sink's TLS settings (sink.TLSFiles):
+// the PEM certificates that vouch for the receiver instead of the system
+// roots, and the client certificate and key presented to a receiver that
+// asks for one.
+type SinkTLS struct {
+	CAFile   string `mapstructure:"ca_file"`
+	CertFile string `mapstructure:"cert_file"`
+	KeyFile  string `mapstructure:"key_file"`
+}
+
+// Set reports whether any of t's files is named.
+func (t SinkTLS) Set() bool { return t != SinkTLS{} }
+
 // Source is one drop to poll.
 type Source struct {
 	Name string `mapstructure:"name"`
@@ -213,6 +226,9 @@ type Sink struct {
 	// AllowInsecure permits an http:// URL on a host other than loopback
 	// (payloads and signatures then cross the network in clear).
 	AllowInsecure bool `mapstructure:"allow_insecure"`
+	// TLS is an https sink's own trust and identity: a private CA, a
+	// client certificate (sink.TLSFiles).
+	TLS SinkTLS `mapstructure:"tls"`
 	// Mode is the CloudEvents HTTP content mode: structured (default; the
 	// JSON event is the body) or binary (the event's data is the body, its
 	// attributes ce-* headers).
@@ -711,6 +727,9 @@ func (c *Config) Validate() error {
 		switch s.Type {
 		case "sftp":
 			c.validateSFTPSink(p, s, bad)
+			if s.TLS.Set() {
+				bad(p+".tls", "is for an https sink, not an sftp one", quote(s.TLS.CAFile+", "+s.TLS.CertFile+", "+s.TLS.KeyFile))
+			}
 		case "http":
 			u, err := url.Parse(s.URL)
 			if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -723,6 +742,12 @@ func (c *Config) Validate() error {
 			}
 			if s.Mode != sink.ModeStructured && s.Mode != sink.ModeBinary {
 				bad(p+".mode", "must be structured or binary", quote(s.Mode))
+			}
+			if s.TLS.Set() && err == nil && u.Scheme != "https" {
+				bad(p+".tls", "is for an https url", quote(sink.RedactURL(s.URL)))
+			}
+			if (s.TLS.CertFile == "") != (s.TLS.KeyFile == "") {
+				bad(p+".tls", "cert_file and key_file go together", quote(s.TLS.CertFile+", "+s.TLS.KeyFile))
 			}
 		default:
 			bad(p+".type", "must be http or sftp", quote(s.Type))

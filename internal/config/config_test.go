@@ -55,6 +55,10 @@ func TestGoodConfigAndDefaults(t *testing.T) {
 	if c.Retention.Keys.D() != 400*24*time.Hour || c.Relay.Workers != 8 || c.Sinks["ledger"].Timeout.D() != 30*time.Second {
 		t.Errorf("defaults: %+v %+v", c.Retention, c.Relay)
 	}
+	if tls := c.Sinks["ledger"].TLS; tls != (SinkTLS{CAFile: "/etc/ediwatch/erp-ca.pem",
+		CertFile: "/run/secrets/erp-client.crt", KeyFile: "/run/secrets/erp-client.key"}) || c.Sinks["acks"].TLS.Set() {
+		t.Errorf("sink tls %+v, acks %+v", tls, c.Sinks["acks"].TLS)
+	}
 	if fmt.Sprint(c.Routes["payment.posted"]) != "[ledger]" || fmt.Sprint(c.Routes["ack.ta1"]) != "[acks]" {
 		t.Errorf("routes %v", c.Routes)
 	}

@@ -15,6 +15,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -112,8 +113,12 @@ type Config struct {
 	Mode string
 	// Headers are static headers (e.g. authorization), values from files.
 	Headers map[string]string
+	// TLS, when set, is the TLS configuration of the default client
+	// (ClientTLS: a private CA, a client certificate); nil: Go's, the
+	// receiver verified against the system roots.
+	TLS *tls.Config
 	// Client is the HTTP client (default: TLS verified with the system
-	// roots, no redirects followed).
+	// roots or TLS, no redirects followed).
 	Client *http.Client
 }
 
@@ -146,6 +151,9 @@ func New(cfg Config) (*HTTP, error) {
 		// of two per host makes most requests open a new connection.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 64
+		if cfg.TLS != nil {
+			tr.TLSClientConfig = cfg.TLS.Clone()
+		}
 		cfg.Client = &http.Client{Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}

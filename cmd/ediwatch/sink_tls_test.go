@@ -24,9 +24,10 @@ import (
 // cannot be read stops the sink's build, named by its setting.
 func TestSinkTLSFromConfiguration(t *testing.T) {
 	var got atomic.Int32
-	recv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
-	defer recv.Close()
+	recv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
 	recv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	recv.StartTLS()
+	defer recv.Close()
 	ca := filepath.Join(t.TempDir(), "erp-ca.pem")
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: recv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/poller/local"
 	"github.com/ediwatch/ediwatch/internal/poller/sftp"
 	"github.com/ediwatch/ediwatch/internal/reconcile"
+	"github.com/ediwatch/ediwatch/internal/secretfile"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/sink/sftpsink"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -263,7 +263,7 @@ func buildSink(name string, sc config.Sink) (*sink.HTTP, error) {
 	}
 	headers := map[string]string{}
 	for h, file := range sc.HeaderFiles {
-		b, err := os.ReadFile(file)
+		b, err := secretfile.Read(file)
 		if err != nil {
 			return nil, fmt.Errorf("sinks.%s.header_files.%s: %w", name, h, err)
 		}

@@ -11,7 +11,6 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"os"
 	"path"
 	"reflect"
 	"regexp"
@@ -26,6 +25,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/poller"
 	"github.com/ediwatch/ediwatch/internal/process"
+	"github.com/ediwatch/ediwatch/internal/secretfile"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/sink/sftpsink"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -116,7 +116,7 @@ func (s Store) ResolveDSN() (string, error) {
 	if s.DSNFile == "" {
 		return s.DSN, nil
 	}
-	b, err := os.ReadFile(s.DSNFile)
+	b, err := secretfile.Read(s.DSNFile)
 	if err != nil {
 		return "", fmt.Errorf("store.dsn_file: %w", err)
 	}

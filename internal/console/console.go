@@ -18,7 +18,6 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/secretfile"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -134,7 +134,7 @@ func New(cfg Config, st Store, log *zap.Logger) (*Console, error) {
 // ReadToken reads a token file: its content with surrounding whitespace
 // trimmed, which must not be empty. Errors name the file, never the token.
 func ReadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return "", err
 	}

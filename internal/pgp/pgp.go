@@ -26,6 +26,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+
+	"github.com/ediwatch/ediwatch/internal/secretfile"
 )
 
 // Reasons a file is refused; they label the metric
@@ -134,7 +136,7 @@ func IsMessage(head []byte) bool {
 
 // readKeys reads the keys in the file at path, armored or binary.
 func readKeys(what, path string) (openpgp.EntityList, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -162,7 +164,7 @@ func readPrivateKeys(what, path, passphraseFile string) (openpgp.EntityList, err
 	}
 	var pass []byte
 	if passphraseFile != "" {
-		b, err := os.ReadFile(passphraseFile)
+		b, err := secretfile.Read(passphraseFile)
 		if err != nil {
 			return nil, fmt.Errorf("passphrase_file: %w", err)
 		}

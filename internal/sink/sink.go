@@ -26,10 +26,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ediwatch/ediwatch/internal/secretfile"
 )
 
 // Message is what one delivery sends: an outbox row as the relay hands it
@@ -181,7 +182,7 @@ func New(cfg Config) (*HTTP, error) {
 
 // SecretsFromFile reads Standard Webhooks secrets, one per line.
 func SecretsFromFile(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return nil, err
 	}

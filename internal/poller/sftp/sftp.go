@@ -27,6 +27,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/poller"
+	"github.com/ediwatch/ediwatch/internal/secretfile"
 )
 
 // Config is how to reach one server. Secrets are read from files.
@@ -85,15 +86,15 @@ func New(cfg Config) (*Source, error) {
 	s := &Source{cfg: cfg}
 	switch {
 	case cfg.PrivateKeyFile != "":
-		pem, err := os.ReadFile(cfg.PrivateKeyFile)
+		pem, err := secretfile.Read(cfg.PrivateKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("private key: %w", err)
+			return nil, fmt.Errorf("private_key_file: %w", err)
 		}
 		var signer ssh.Signer
 		if cfg.PassphraseFile != "" {
-			pass, err := os.ReadFile(cfg.PassphraseFile)
+			pass, err := secretfile.Read(cfg.PassphraseFile)
 			if err != nil {
-				return nil, fmt.Errorf("passphrase: %w", err)
+				return nil, fmt.Errorf("passphrase_file: %w", err)
 			}
 			signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, []byte(strings.TrimRight(string(pass), "\r\n")))
 			if err != nil {
@@ -104,9 +105,9 @@ func New(cfg Config) (*Source, error) {
 		}
 		s.auth = ssh.PublicKeys(signer)
 	case cfg.PasswordFile != "":
-		pass, err := os.ReadFile(cfg.PasswordFile)
+		pass, err := secretfile.Read(cfg.PasswordFile)
 		if err != nil {
-			return nil, fmt.Errorf("password: %w", err)
+			return nil, fmt.Errorf("password_file: %w", err)
 		}
 		s.auth = ssh.Password(strings.TrimRight(string(pass), "\r\n"))
 	default:

@@ -126,3 +126,32 @@ func TestCanceledIngestionStopsWaitingForTheLockOfARollbackJournal(t *testing.T)
 		t.Fatalf("the cancelled ingestion waited for the reader (then: %v)", err)
 	}
 }
+
+// TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation: the default
+// store is in WAL mode, where an ingestion's row statements have nothing
+// to wait for and run without the driver watching their context
+// (rowContext); only a rollback journal keeps it.
+func TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation(t *testing.T) {
+	ctx := context.Background()
+	for dsn, wal := range map[string]bool{"": true, "?_journal_mode=DELETE": false} {
+		s, err := Open(ctx, "file:"+filepath.Join(t.TempDir(), "ediwatch.db")+dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "a", Now: time.Unix(0, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ing.AddSet(ctx, inbox.SetRecord{Key: "x12:K", ContentHash: "h", Type: "835"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := ing.(*ingestion).wal; got != wal {
+			t.Errorf("dsn %q: wal %v, want %v", dsn, got, wal)
+		}
+		ing.Rollback()
+		s.Close()
+	}
+}

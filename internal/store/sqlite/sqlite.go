@@ -244,6 +244,8 @@ type ingestion struct {
 	// since the last record of another kind, not recorded yet
 	// (flushClaimed).
 	claimed [][2]string
+	// wal: the database is in WAL mode, read at begin (see rowContext).
+	wal bool
 }
 
 // stmt returns q prepared on the ingestion's transaction.
@@ -268,7 +270,7 @@ func (in *ingestion) exec(ctx context.Context, q string, args ...any) (sql.Resul
 	if err != nil {
 		return nil, err
 	}
-	if ctx, err = rowContext(ctx); err != nil {
+	if ctx, err = in.rowContext(ctx); err != nil {
 		return nil, err
 	}
 	return st.ExecContext(ctx, args...)
@@ -281,7 +283,7 @@ func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ..
 	if err != nil {
 		return err
 	}
-	if ctx, err = rowContext(ctx); err != nil {
+	if ctx, err = in.rowContext(ctx); err != nil {
 		return err
 	}
 	return st.QueryRowContext(ctx, args...).Scan(dest...)
@@ -295,9 +297,17 @@ func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ..
 // when it began, so it has nothing to wait for that a cancellation would
 // interrupt. A cancellation still ends the ingestion at its next
 // statement, and database/sql rolls its transaction back at once.
-func rowContext(ctx context.Context) (context.Context, error) {
+//
+// In WAL mode only: with a rollback journal (a dsn's _journal_mode), a
+// statement whose pages outgrow the page cache takes the exclusive lock,
+// waiting in the busy handler for every reader, which only a cancellable
+// context ends early; ctx is kept there.
+func (in *ingestion) rowContext(ctx context.Context) (context.Context, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if !in.wal {
+		return ctx, nil
 	}
 	return context.WithoutCancel(ctx), nil
 }
@@ -359,7 +369,12 @@ func (in *ingestion) begin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ingest: begin: %w", err)
 	}
-	in.tx = tx
+	var mode string
+	if err := tx.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("ingest: journal mode: %w", err)
+	}
+	in.tx, in.wal = tx, strings.EqualFold(mode, "wal")
 	return nil
 }
 

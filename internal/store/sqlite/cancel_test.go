@@ -155,3 +155,80 @@ func TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestCanceledIngestionStopsWaitingForTheWriteLockOfADeferredBegin: a dsn
+// may begin transactions deferred (_txlock=deferred; OpenWith adds
+// immediate only when the dsn sets none). There, an ingestion's first row
+// statement takes the write lock, and waits in the busy handler while
+// another writer holds it. Cancelled meanwhile, the ingestion ends while
+// the other writer still holds the lock.
+func TestCanceledIngestionStopsWaitingForTheWriteLockOfADeferredBegin(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ediwatch.db")
+	s, err := Open(ctx, "file:"+path+"?_txlock=deferred&_busy_timeout=600000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Another process writing: it holds the write lock.
+	writer, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	wtx, err := writer.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	release := func() {
+		select {
+		case <-released:
+		default:
+			wtx.Rollback()
+			close(released)
+		}
+	}
+	defer release()
+
+	ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "a", Size: 1, MTime: time.Unix(0, 0),
+		SHA256: "x", CorrelationID: "c", Now: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ing.Rollback()
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	added := make(chan error, 1)
+	go func() {
+		added <- ing.AddSet(ictx, inbox.SetRecord{Key: "x12:K0", ContentHash: "h", Type: "835"})
+	}()
+	// Wait until the ingestion began its transaction (the statement then
+	// waits for the write lock): its connection is the one in use.
+	for s.db.Stats().InUse == 0 {
+		select {
+		case err := <-added:
+			t.Fatalf("the ingestion did not wait for the write lock: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // not an assertion: let the statement reach the busy handler
+	cancel()
+	select {
+	case err := <-added:
+		if err == nil {
+			t.Fatal("the cancelled ingestion added its set")
+		}
+		t.Logf("the cancelled ingestion ended: %v", err)
+	case <-time.After(30 * time.Second):
+		// Not a timing assertion: the writer lets go after 30 s, for the
+		// ingestion to end at all when it does not honour the
+		// cancellation.
+		release()
+		err := <-added
+		t.Fatalf("the cancelled ingestion waited for the other writer (then: %v)", err)
+	}
+}

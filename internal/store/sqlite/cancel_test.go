@@ -128,12 +128,15 @@ func TestCanceledIngestionStopsWaitingForTheLockOfARollbackJournal(t *testing.T)
 }
 
 // TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation: the default
-// store is in WAL mode, where an ingestion's row statements have nothing
-// to wait for and run without the driver watching their context
-// (rowContext); only a rollback journal keeps it.
+// store is in WAL mode and begins immediate, where an ingestion's row
+// statements have nothing to wait for and run without the driver
+// watching their context (rowContext); a rollback journal or a deferred
+// begin keeps it.
 func TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation(t *testing.T) {
-	ctx := context.Background()
-	for dsn, wal := range map[string]bool{"": true, "?_journal_mode=DELETE": false} {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for dsn, without := range map[string]bool{"": true, "?_journal_mode=DELETE": false, "?_txlock=deferred": false,
+		"?_txlock=exclusive": true} {
 		s, err := Open(ctx, "file:"+filepath.Join(t.TempDir(), "ediwatch.db")+dsn)
 		if err != nil {
 			t.Fatal(err)
@@ -148,8 +151,12 @@ func TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation(t *testing.T) {
 		if err := ing.AddSet(ctx, inbox.SetRecord{Key: "x12:K", ContentHash: "h", Type: "835"}); err != nil {
 			t.Fatal(err)
 		}
-		if got := ing.(*ingestion).wal; got != wal {
-			t.Errorf("dsn %q: wal %v, want %v", dsn, got, wal)
+		rctx, err := ing.(*ingestion).rowContext(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rctx.Done() == nil; got != without {
+			t.Errorf("dsn %q: row statements without cancellation %v, want %v", dsn, got, without)
 		}
 		ing.Rollback()
 		s.Close()

@@ -39,6 +39,9 @@ type Store struct {
 	// is open takes them through it, inbox.Ingestion.NextControlNumber.)
 	side *sql.DB
 	ctl  store.ControlNumbers
+	// lockAtBegin: a transaction takes the write lock when it begins
+	// (_txlock immediate or exclusive; see ingestion.rowContext).
+	lockAtBegin bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -134,7 +137,8 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	side.SetMaxOpenConns(1)
-	s := &Store{db: db, side: side}
+	txlock := strings.ToLower(q.Get("_txlock"))
+	s := &Store{db: db, side: side, lockAtBegin: txlock == "immediate" || txlock == "exclusive"}
 	s.ctl.Reserve = s.reserveControlNumbers
 	return s, nil
 }
@@ -298,15 +302,17 @@ func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ..
 // interrupt. A cancellation still ends the ingestion at its next
 // statement, and database/sql rolls its transaction back at once.
 //
-// In WAL mode only: with a rollback journal (a dsn's _journal_mode), a
-// statement whose pages outgrow the page cache takes the exclusive lock,
-// waiting in the busy handler for every reader, which only a cancellable
-// context ends early; ctx is kept there.
+// Only in WAL mode, with the write lock taken at begin: with a rollback
+// journal (a dsn's _journal_mode), a statement whose pages outgrow the
+// page cache takes the exclusive lock, and with a deferred begin (a dsn's
+// _txlock) the first statement takes the write lock, each waiting in the
+// busy handler for other connections, which only a cancellable context
+// ends early; ctx is kept there.
 func (in *ingestion) rowContext(ctx context.Context) (context.Context, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !in.wal {
+	if !in.wal || !in.s.lockAtBegin {
 		return ctx, nil
 	}
 	return context.WithoutCancel(ctx), nil

@@ -40,6 +40,9 @@ type Store struct {
 	// is open takes them through it, inbox.Ingestion.NextControlNumber.)
 	side *sql.DB
 	ctl  store.ControlNumbers
+	// lockAtBegin: a transaction takes the write lock when it begins
+	// (_txlock immediate or exclusive; see ingestion.rowContext).
+	lockAtBegin bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -161,7 +164,8 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	side.SetMaxOpenConns(1)
-	s := &Store{db: db, side: side}
+	txlock := strings.ToLower(q.Get("_txlock"))
+	s := &Store{db: db, side: side, lockAtBegin: txlock == "immediate" || txlock == "exclusive"}
 	s.ctl.Reserve = s.reserveControlNumbers
 	return s, nil
 }
@@ -271,6 +275,8 @@ type ingestion struct {
 	// since the last record of another kind, not recorded yet
 	// (flushClaimed).
 	claimed [][2]string
+	// wal: the database is in WAL mode, read at begin (see rowContext).
+	wal bool
 }
 
 // stmt returns q prepared on the ingestion's transaction.
@@ -295,7 +301,7 @@ func (in *ingestion) exec(ctx context.Context, q string, args ...any) (sql.Resul
 	if err != nil {
 		return nil, err
 	}
-	if ctx, err = rowContext(ctx); err != nil {
+	if ctx, err = in.rowContext(ctx); err != nil {
 		return nil, err
 	}
 	return st.ExecContext(ctx, args...)
@@ -308,7 +314,7 @@ func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ..
 	if err != nil {
 		return err
 	}
-	if ctx, err = rowContext(ctx); err != nil {
+	if ctx, err = in.rowContext(ctx); err != nil {
 		return err
 	}
 	return st.QueryRowContext(ctx, args...).Scan(dest...)
@@ -322,9 +328,19 @@ func (in *ingestion) queryRow(ctx context.Context, q string, args []any, dest ..
 // when it began, so it has nothing to wait for that a cancellation would
 // interrupt. A cancellation still ends the ingestion at its next
 // statement, and database/sql rolls its transaction back at once.
-func rowContext(ctx context.Context) (context.Context, error) {
+//
+// Only in WAL mode, with the write lock taken at begin: with a rollback
+// journal (a dsn's _journal_mode), a statement whose pages outgrow the
+// page cache takes the exclusive lock, and with a deferred begin (a dsn's
+// _txlock) the first statement takes the write lock, each waiting in the
+// busy handler for other connections, which only a cancellable context
+// ends early; ctx is kept there.
+func (in *ingestion) rowContext(ctx context.Context) (context.Context, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if !in.wal || !in.s.lockAtBegin {
+		return ctx, nil
 	}
 	return context.WithoutCancel(ctx), nil
 }
@@ -386,7 +402,12 @@ func (in *ingestion) begin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ingest: begin: %w", err)
 	}
-	in.tx = tx
+	var mode string
+	if err := tx.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		tx.Rollback()
+		return fmt.Errorf("ingest: journal mode: %w", err)
+	}
+	in.tx, in.wal = tx, strings.EqualFold(mode, "wal")
 	return nil
 }
 

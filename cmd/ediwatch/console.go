@@ -24,6 +24,11 @@ type consoleServer struct {
 	cert, key string
 }
 
+// minTokenLength is the shortest console token newConsole takes without a
+// warning: 32 characters, 128 bits and more of a random hex or base64
+// token.
+const minTokenLength = 32
+
 // newConsole prepares the operator console when console.listen is set:
 // it reads the tokens and opens the listener; nil when the console is off.
 // It refuses plain HTTP on an address other than loopback unless
@@ -44,6 +49,14 @@ func newConsole(cfg config.Config, st store.Store, breakers func() map[string]st
 	if cc.AdminTokenFile != "" {
 		if admin, err = console.ReadToken(cc.AdminTokenFile); err != nil {
 			return nil, fmt.Errorf("console.admin_token_file: %w", err)
+		}
+	}
+	for _, t := range []struct{ setting, token string }{{"console.token_file", viewer}, {"console.admin_token_file", admin}} {
+		if t.token != "" && len(t.token) < minTokenLength {
+			// Not refused (a deployment would stop at an upgrade): a
+			// short token is guessed offline from any cookie it signed.
+			log.Warn("the console token is short: use at least 32 random characters (openssl rand -hex 32)",
+				zap.String("setting", t.setting), zap.Int("characters", len(t.token)))
 		}
 	}
 	var sources, sinks []string

@@ -657,6 +657,13 @@ func (in *ingestion) insertEffect(ctx context.Context, e outbox.Effect, inboxKey
 	return "", nil, fmt.Errorf("ingest: effect %s at %s: not inserted, and neither in conflict nor there", e.Key, e.Sink)
 }
 
+// conflictsInGroupSQL counts the key conflicts this ingestion recorded in
+// a group (by its correlation id and the group's key prefix), through the
+// partial index of key conflicts (migration 0015), not every sighting of
+// the file: a re-sent file of many one-set groups asks once per group.
+const conflictsInGroupSQL = `SELECT count(*) FROM sighting INDEXED BY sighting_conflict
+	WHERE kind = 'conflict' AND correlation_id = ? AND substr(key, 1, length(?)) = ?`
+
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	if err := in.begin(ctx); err != nil {
 		return err
@@ -666,8 +673,7 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	}
 	if e.UnlessConflictIn != "" {
 		var conflicts int
-		if err := in.queryRow(ctx, `SELECT count(*) FROM sighting WHERE kind = 'conflict'
-			AND correlation_id = ? AND substr(key, 1, length(?)) = ?`,
+		if err := in.queryRow(ctx, conflictsInGroupSQL,
 			[]any{in.f.CorrelationID, e.UnlessConflictIn, e.UnlessConflictIn}, &conflicts); err != nil {
 			return fmt.Errorf("ingest: ack %s: %w", e.Key, err)
 		}

@@ -47,10 +47,6 @@ func TestTransientChangesNothingOfMixedFiles(t *testing.T) {
 		received999 + string(provider277("7101", "BATCHA")) + gen(x12gen.Claims{Control: 14, Claims: 3, IDPrefix: "M"}) +
 		gen(x12gen.Claims{Control: 15, Claims: 60, IDPrefix: "A-LONGER-CLAIM-ID-"}))
 
-	type taken struct {
-		set  Set
-		docs [][]byte
-	}
 	process := func(transient bool, marks []Known) ([]taken, []Effect) {
 		cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow},
 			Transient: transient}
@@ -63,32 +59,7 @@ func TestTransientChangesNothingOfMixedFiles(t *testing.T) {
 				}, nil
 			}
 		}
-		var sets []taken
-		var acks []Effect
-		if _, err := File(context.Background(), bytes.NewReader(file), cfg, func(it Item) error {
-			if it.Set != nil {
-				tk := taken{set: *it.Set}
-				if tk.set.Payment != nil {
-					tk.docs = append(tk.docs, tk.set.Payment.AppendJSON(nil))
-				}
-				for i := range tk.set.Claims {
-					tk.docs = append(tk.docs, tk.set.Claims[i].AppendJSON(nil))
-				}
-				tk.set.Payment, tk.set.Claims = nil, nil
-				tk.set.Effects = append([]Effect(nil), tk.set.Effects...)
-				for i := range tk.set.Effects {
-					tk.set.Effects[i].Payload = bytes.Clone(tk.set.Effects[i].Payload)
-				}
-				sets = append(sets, tk)
-			}
-			if it.Ack != nil {
-				acks = append(acks, *it.Ack)
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return sets, acks
+		return takeAll(t, file, cfg)
 	}
 	for _, marks := range [][]Known{nil, {Unknown, Claimed}, {Claimed, Unknown, ClaimedClean, Unknown}} {
 		want, wantAcks := process(false, marks)

@@ -54,40 +54,9 @@ func TestTransientChangesNothing(t *testing.T) {
 	}
 	inputs["generated 837s"] = claims.Bytes()
 
-	type taken struct {
-		set  Set
-		docs [][]byte
-	}
 	process := func(name string, data []byte, transient bool) ([]taken, []Effect) {
-		cfg := Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900}, Ack: ack.Options{Now: fixedNow},
-			Transient: transient}
-		var sets []taken
-		var acks []Effect
-		if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
-			if it.Set != nil {
-				// Taken while emit runs: encoded and copied.
-				tk := taken{set: *it.Set}
-				if tk.set.Payment != nil {
-					tk.docs = append(tk.docs, tk.set.Payment.AppendJSON(nil))
-				}
-				for i := range tk.set.Claims {
-					tk.docs = append(tk.docs, tk.set.Claims[i].AppendJSON(nil))
-				}
-				tk.set.Payment, tk.set.Claims = nil, nil
-				tk.set.Effects = append([]Effect(nil), tk.set.Effects...)
-				for i := range tk.set.Effects {
-					tk.set.Effects[i].Payload = bytes.Clone(tk.set.Effects[i].Payload)
-				}
-				sets = append(sets, tk)
-			}
-			if it.Ack != nil {
-				acks = append(acks, *it.Ack)
-			}
-			return nil
-		}); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return sets, acks
+		return takeAll(t, data, Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900},
+			Ack: ack.Options{Now: fixedNow}, Transient: transient})
 	}
 	payments, claimEvents := 0, 0
 	for name, data := range inputs {
@@ -116,4 +85,43 @@ func TestTransientChangesNothing(t *testing.T) {
 	if payments < 7 || claimEvents < 9 {
 		t.Fatalf("%d payments and %d claim events compared: the generated files were not read", payments, claimEvents)
 	}
+}
+
+// taken is a set as emit saw it: its documents encoded and its effects'
+// payloads copied while emit ran (they may be reused after it).
+type taken struct {
+	set  Set
+	docs [][]byte
+}
+
+// takeAll processes data with cfg and returns its sets, taken, and its
+// acknowledgments.
+func takeAll(t *testing.T, data []byte, cfg Config) ([]taken, []Effect) {
+	t.Helper()
+	var sets []taken
+	var acks []Effect
+	if _, err := File(context.Background(), bytes.NewReader(data), cfg, func(it Item) error {
+		if it.Set != nil {
+			tk := taken{set: *it.Set}
+			if tk.set.Payment != nil {
+				tk.docs = append(tk.docs, tk.set.Payment.AppendJSON(nil))
+			}
+			for i := range tk.set.Claims {
+				tk.docs = append(tk.docs, tk.set.Claims[i].AppendJSON(nil))
+			}
+			tk.set.Payment, tk.set.Claims = nil, nil
+			tk.set.Effects = append([]Effect(nil), tk.set.Effects...)
+			for i := range tk.set.Effects {
+				tk.set.Effects[i].Payload = bytes.Clone(tk.set.Effects[i].Payload)
+			}
+			sets = append(sets, tk)
+		}
+		if it.Ack != nil {
+			acks = append(acks, *it.Ack)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return sets, acks
 }

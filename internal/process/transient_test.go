@@ -54,14 +54,14 @@ func TestTransientChangesNothing(t *testing.T) {
 	}
 	inputs["generated 837s"] = claims.Bytes()
 
-	process := func(name string, data []byte, transient bool) ([]taken, []Effect) {
+	process := func(data []byte, transient bool) ([]taken, []Effect) {
 		return takeAll(t, data, Config{ControlNumbers: &ack.MemoryControlNumbers{Start: 900},
 			Ack: ack.Options{Now: fixedNow}, Transient: transient})
 	}
 	payments, claimEvents := 0, 0
 	for name, data := range inputs {
-		want, wantAcks := process(name, data, false)
-		got, gotAcks := process(name, data, true)
+		want, wantAcks := process(data, false)
+		got, gotAcks := process(data, true)
 		if !reflect.DeepEqual(wantAcks, gotAcks) {
 			t.Errorf("%s: acknowledgments differ:\n%+v\n%+v", name, wantAcks, gotAcks)
 		}

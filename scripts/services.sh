@@ -79,6 +79,16 @@ chmod 755 "$tmp"
 pg_started= sshd_pid=
 cleanup() {
 	local rc=$?
+	if [ "$rc" -ne 0 ]; then
+		# What the services said, for a failed run: an sshd or a
+		# PostgreSQL that stopped answering says why here.
+		for f in "$tmp/sshd.log" "$tmp/pgsock/pg.log"; do
+			[ -s "$f" ] && { log "last lines of $f:"; tail -n 20 "$f" >&2; }
+		done
+		if [ -n "$sshd_pid" ] && ! kill -0 "$sshd_pid" 2>/dev/null; then
+			log "sshd (pid $sshd_pid) had exited before the end"
+		fi
+	fi
 	if [ -n "$pg_started" ]; then
 		runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -m immediate stop >/dev/null 2>&1 || true
 	fi

@@ -126,15 +126,19 @@ if ! getent passwd "$sftp_user" >/dev/null; then
 	useradd --system --no-create-home --home-dir /nonexistent --shell /bin/sh "$sftp_user"
 fi
 usermod -p '*' "$sftp_user" # not locked (sshd refuses locked accounts), no password
-ssh_port=$(free_port)
 mkdir -p "$tmp/ssh" "$tmp/drop" /run/sshd
 ssh-keygen -q -t ed25519 -N '' -C ediwatch-test-host -f "$tmp/ssh/host_ed25519"
 ssh-keygen -q -t ed25519 -N '' -C ediwatch-test-client -f "$tmp/ssh/client_ed25519"
 cp "$tmp/ssh/client_ed25519.pub" "$tmp/ssh/authorized_keys"
-printf '[127.0.0.1]:%s %s\n' "$ssh_port" "$(cut -d' ' -f1,2 "$tmp/ssh/host_ed25519.pub")" >"$tmp/ssh/known_hosts"
 chown "$sftp_user" "$tmp/drop"
 chmod 777 "$tmp/drop"
-cat >"$tmp/ssh/sshd_config" <<CONF
+# start_sshd starts sshd on a free port and waits until it listens; it
+# fails, sshd's log shown, when sshd exits or does not listen within 5 s
+# (the port taken meanwhile: tried again on another).
+start_sshd() {
+	ssh_port=$(free_port)
+	printf '[127.0.0.1]:%s %s\n' "$ssh_port" "$(cut -d' ' -f1,2 "$tmp/ssh/host_ed25519.pub")" >"$tmp/ssh/known_hosts"
+	cat >"$tmp/ssh/sshd_config" <<CONF
 Port $ssh_port
 ListenAddress 127.0.0.1
 HostKey $tmp/ssh/host_ed25519
@@ -151,12 +155,21 @@ MaxSessions 100
 Subsystem sftp internal-sftp
 ForceCommand internal-sftp -d $tmp/drop
 CONF
-/usr/sbin/sshd -D -e -f "$tmp/ssh/sshd_config" 2>"$tmp/sshd.log" &
-sshd_pid=$!
-for _ in $(seq 50); do
-	(exec 3<>"/dev/tcp/127.0.0.1/$ssh_port") 2>/dev/null && break
-	sleep 0.1
-done
+	/usr/sbin/sshd -D -e -f "$tmp/ssh/sshd_config" 2>"$tmp/sshd.log" &
+	sshd_pid=$!
+	for _ in $(seq 50); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$ssh_port") 2>/dev/null && return 0
+		kill -0 "$sshd_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	log "sshd did not listen on 127.0.0.1:$ssh_port:"
+	tail -n 20 "$tmp/sshd.log" >&2
+	kill "$sshd_pid" 2>/dev/null || true
+	wait "$sshd_pid" 2>/dev/null || true
+	sshd_pid=
+	return 1
+}
+start_sshd || start_sshd || start_sshd || { log "sshd would not start"; exit 1; }
 export EDIWATCH_TEST_SSHD_ADDR="127.0.0.1:$ssh_port"
 export EDIWATCH_TEST_SSHD_USER="$sftp_user"
 export EDIWATCH_TEST_SSHD_KEY="$tmp/ssh/client_ed25519"

@@ -157,6 +157,18 @@ func rows(r results) []row {
 		out = append(out, row{x.drv + ": ingest of a 100 MB 835 (60,580 sets of 8 claims) vs sha256sum",
 			figure, fmt.Sprintf("≤ %.0f×, again ≤ 5×", x.maxFirst), verdict(rf <= x.maxFirst && rs <= 5)})
 	}
+	for _, drv := range []string{"sqlite", "postgres"} {
+		key := drv + "/BenchmarkResendManyInterchanges"
+		v, ok := r.get(key, "ratio-per-interchange")
+		if !ok {
+			continue
+		}
+		a, _ := r.get(key, "again-2k-ms")
+		c, _ := r.get(key, "again-8k-ms")
+		out = append(out, row{drv + ": a file of one-set interchanges sent again (every set a duplicate, a 999 per group), 2,000 vs 8,000",
+			fmt.Sprintf("%.0f vs %.0f ms = **%.2f** per interchange", a, c, v), "≤ 2 (its square would give 4)",
+			verdict(v <= 2)})
+	}
 	if v, ok := r.get("poller/BenchmarkSteadyStatePoll20k", "ratio"); ok {
 		p, _ := r.get("poller/BenchmarkSteadyStatePoll20k", "poll-ms")
 		l, _ := r.get("poller/BenchmarkSteadyStatePoll20k", "sftp-ls-l-ms")

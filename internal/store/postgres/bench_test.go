@@ -38,3 +38,7 @@ func BenchmarkIngest100MB(b *testing.B) {
 func BenchmarkCompleteManyAttempts(b *testing.B) {
 	storetest.BenchCompleteManyAttempts(b, newStore(b))
 }
+
+func BenchmarkResendManyInterchanges(b *testing.B) {
+	storetest.BenchResendManyInterchanges(b, newStore)
+}

@@ -208,3 +208,7 @@ func bareLoad(ctx context.Context, src, dst *sql.DB, tables ...string) (time.Dur
 func BenchmarkCompleteManyAttempts(b *testing.B) {
 	storetest.BenchCompleteManyAttempts(b, newStore(b))
 }
+
+func BenchmarkResendManyInterchanges(b *testing.B) {
+	storetest.BenchResendManyInterchanges(b, newStore)
+}

@@ -29,7 +29,7 @@ type TLSFiles struct {
 // handshake once either file has changed, so a renewed certificate is
 // presented without a restart; a pair that does not load (the files
 // replaced one at a time) leaves the one before in use until it does.
-// Errors name the files, never their content.
+// Errors name the settings, never a key's path or any content.
 func ClientTLS(f TLSFiles) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if f.CAFile != "" {
@@ -78,22 +78,24 @@ func stamp(path string) fileStamp {
 	return fileStamp{size: st.Size(), mtime: st.ModTime().UnixNano()}
 }
 
-// load reads the pair; the error names the files, not their content. On
+// load reads the pair; its error names the settings, not the paths (a
+// key pasted where key_file's path belongs is not shown) nor the
+// content. On
 // an error the pair in use stays, and so do its stamps: the next
 // handshake tries again.
 func (kp *keyPair) load() error {
 	seen := [2]fileStamp{stamp(kp.certFile), stamp(kp.keyFile)}
 	c, err := tls.LoadX509KeyPair(kp.certFile, kp.keyFile)
 	if err != nil {
-		return fmt.Errorf("cert_file %s and key_file %s: %w", kp.certFile, kp.keyFile, loadError(err))
+		return fmt.Errorf("cert_file and key_file: %w", loadError(err))
 	}
 	kp.cert, kp.seen = &c, seen
 	return nil
 }
 
-// loadError is err without anything of a file's content: the standard
-// library's messages for a bad pair name the PEM block types it found,
-// which is safe, and wrap os errors, which name the path.
+// loadError is err without a path or anything of a file's content: the
+// standard library's messages for a bad pair name the PEM block types it
+// found, which is safe, and wrap os errors, which name the path (dropped).
 func loadError(err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {

@@ -213,7 +213,8 @@ func TestRenewedClientCertificateIsUsedWithoutRestart(t *testing.T) {
 
 // TestClientTLSErrorsNameFilesNotContent: a missing or unreadable file,
 // a CA file without a certificate and a key that does not match its
-// certificate are refused by name; nothing of a key reaches the message.
+// certificate are refused by setting; nothing of a key, nor a key pasted
+// where its path belongs, reaches the message.
 func TestClientTLSErrorsNameFilesNotContent(t *testing.T) {
 	ca := newTestCA(t, "CA")
 	dir := t.TempDir()
@@ -230,7 +231,8 @@ func TestClientTLSErrorsNameFilesNotContent(t *testing.T) {
 		{"missing CA", TLSFiles{CAFile: filepath.Join(dir, "none.pem")}, "ca_file"},
 		{"CA without a certificate", TLSFiles{CAFile: notCA}, "no PEM certificate"},
 		{"certificate without key", TLSFiles{CertFile: cert}, "go together"},
-		{"key of another certificate", TLSFiles{CertFile: cert, KeyFile: wrong}, "wrong.key"},
+		{"key of another certificate", TLSFiles{CertFile: cert, KeyFile: wrong}, "does not match"},
+		{"a key pasted as its path", TLSFiles{CertFile: cert, KeyFile: "-----BEGIN EC PRIVATE KEY-----hunter2"}, "no such file"},
 		{"key file missing", TLSFiles{CertFile: cert, KeyFile: filepath.Join(dir, "none.key")}, "no such file"},
 	} {
 		_, err := ClientTLS(tc.f)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,15 +26,7 @@ import (
 // holds it, instead of waiting out the reader or the busy timeout.
 func TestCanceledIngestionStopsWaitingForTheLockOfARollbackJournal(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ediwatch.db")
-	s, err := Open(ctx, "file:"+path+"?_journal_mode=DELETE&_busy_timeout=600000&_pragma=cache_size(10)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, path := migratedStore(t, "?_journal_mode=DELETE&_busy_timeout=600000&_pragma=cache_size(10)")
 	// Another process reading: a read transaction holds the shared lock.
 	reader, err := sql.Open("sqlite", "file:"+path+"?_journal_mode=DELETE&_txlock=deferred")
 	if err != nil {
@@ -49,12 +42,7 @@ func TestCanceledIngestionStopsWaitingForTheLockOfARollbackJournal(t *testing.T)
 	}
 	defer probe.Close()
 
-	ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "a", Size: 1, MTime: time.Unix(0, 0),
-		SHA256: "x", CorrelationID: "c", Now: time.Unix(0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ing.Rollback()
+	ing := beginTestIngestion(t, s)
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The first set takes the reserved lock (BEGIN IMMEDIATE).
@@ -69,15 +57,7 @@ func TestCanceledIngestionStopsWaitingForTheLockOfARollbackJournal(t *testing.T)
 	if err := rtx.QueryRowContext(ctx, "SELECT count(*) FROM inbox").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	released := make(chan struct{})
-	release := func() {
-		select {
-		case <-released:
-		default:
-			rtx.Rollback()
-			close(released)
-		}
-	}
+	release := releaseOnce(rtx)
 	defer release()
 
 	// Sets whose payloads outgrow the page cache of ten pages.
@@ -114,17 +94,7 @@ func TestCanceledIngestionStopsWaitingForTheLockOfARollbackJournal(t *testing.T)
 		}
 	}
 	cancel()
-	select {
-	case err := <-added:
-		t.Logf("the cancelled ingestion ended: %v", err)
-	case <-time.After(30 * time.Second):
-		// Not a timing assertion: the reader lets go after 30 s, for the
-		// ingestion to end at all when it does not honour the
-		// cancellation.
-		release()
-		err := <-added
-		t.Fatalf("the cancelled ingestion waited for the reader (then: %v)", err)
-	}
+	awaitCanceledEnd(t, added, release, "the reader")
 }
 
 // TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation: the default
@@ -137,17 +107,8 @@ func TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation(t *testing.T) {
 	defer cancel()
 	for dsn, without := range map[string]bool{"": true, "?_journal_mode=DELETE": false, "?_txlock=deferred": false,
 		"?_txlock=exclusive": true} {
-		s, err := Open(ctx, "file:"+filepath.Join(t.TempDir(), "ediwatch.db")+dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "a", Now: time.Unix(0, 0)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s, _ := migratedStore(t, dsn)
+		ing := beginTestIngestion(t, s)
 		if err := ing.AddSet(ctx, inbox.SetRecord{Key: "x12:K", ContentHash: "h", Type: "835"}); err != nil {
 			t.Fatal(err)
 		}
@@ -171,15 +132,7 @@ func TestIngestionOfAWALStoreRunsItsRowsWithoutCancellation(t *testing.T) {
 // the other writer still holds the lock.
 func TestCanceledIngestionStopsWaitingForTheWriteLockOfADeferredBegin(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "ediwatch.db")
-	s, err := Open(ctx, "file:"+path+"?_txlock=deferred&_busy_timeout=600000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, path := migratedStore(t, "?_txlock=deferred&_busy_timeout=600000")
 	// Another process writing: it holds the write lock.
 	writer, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate")
 	if err != nil {
@@ -190,23 +143,10 @@ func TestCanceledIngestionStopsWaitingForTheWriteLockOfADeferredBegin(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	released := make(chan struct{})
-	release := func() {
-		select {
-		case <-released:
-		default:
-			wtx.Rollback()
-			close(released)
-		}
-	}
+	release := releaseOnce(wtx)
 	defer release()
 
-	ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "a", Size: 1, MTime: time.Unix(0, 0),
-		SHA256: "x", CorrelationID: "c", Now: time.Unix(0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ing.Rollback()
+	ing := beginTestIngestion(t, s)
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	added := make(chan error, 1)
@@ -224,6 +164,46 @@ func TestCanceledIngestionStopsWaitingForTheWriteLockOfADeferredBegin(t *testing
 	}
 	time.Sleep(100 * time.Millisecond) // not an assertion: let the statement reach the busy handler
 	cancel()
+	awaitCanceledEnd(t, added, release, "the other writer")
+}
+
+// migratedStore opens a migrated store at a new database with the dsn
+// query q ("" or "?..."), closed when t ends, and returns it and the
+// database's path.
+func migratedStore(t *testing.T, q string) (*Store, string) {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ediwatch.db")
+	s, err := Open(ctx, "file:"+path+q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return s, path
+}
+
+// beginTestIngestion begins an ingestion of a file "a" on s, rolled back
+// when t ends.
+func beginTestIngestion(t *testing.T, s *Store) inbox.Ingestion {
+	t.Helper()
+	ing, err := s.BeginIngest(context.Background(), inbox.FileInfo{Source: "test", Path: "a", Size: 1,
+		MTime: time.Unix(0, 0), SHA256: "x", CorrelationID: "c", Now: time.Unix(0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ing.Rollback)
+	return ing
+}
+
+// awaitCanceledEnd waits for the cancelled ingestion's outcome on added;
+// if none comes in 30 s (not a timing assertion: the other side then lets
+// go by release, for the ingestion to end at all), it fails for having
+// waited for the other side.
+func awaitCanceledEnd(t *testing.T, added <-chan error, release func(), other string) {
+	t.Helper()
 	select {
 	case err := <-added:
 		if err == nil {
@@ -231,11 +211,15 @@ func TestCanceledIngestionStopsWaitingForTheWriteLockOfADeferredBegin(t *testing
 		}
 		t.Logf("the cancelled ingestion ended: %v", err)
 	case <-time.After(30 * time.Second):
-		// Not a timing assertion: the writer lets go after 30 s, for the
-		// ingestion to end at all when it does not honour the
-		// cancellation.
 		release()
 		err := <-added
-		t.Fatalf("the cancelled ingestion waited for the other writer (then: %v)", err)
+		t.Fatalf("the cancelled ingestion waited for %s (then: %v)", other, err)
 	}
+}
+
+// releaseOnce returns a function that rolls tx back the first time it is
+// called.
+func releaseOnce(tx *sql.Tx) func() {
+	var once sync.Once
+	return func() { once.Do(func() { tx.Rollback() }) }
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -16,14 +15,7 @@ import (
 // ingest`, twice), and the time grew with the square of the groups.
 func TestGroupConflictCheckReadsKeyConflictsOnly(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, "file:"+filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := migratedStore(t, "")
 	rows, err := s.DB().QueryContext(ctx, "EXPLAIN QUERY PLAN "+conflictsInGroupSQL, "c1", "x12:P:", "x12:P:")
 	if err != nil {
 		t.Fatal(err)

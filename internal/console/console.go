@@ -132,7 +132,8 @@ func New(cfg Config, st Store, log *zap.Logger) (*Console, error) {
 }
 
 // ReadToken reads a token file: its content with surrounding whitespace
-// trimmed, which must not be empty. Errors name the file, never the token.
+// trimmed, which must not be empty. Errors never show the token, nor the
+// path of a file that cannot be read (secretfile.Read).
 func ReadToken(path string) (string, error) {
 	b, err := secretfile.Read(path)
 	if err != nil {

@@ -417,13 +417,13 @@ func (c *Console) dlqAct(w http.ResponseWriter, r *http.Request) {
 // --- sinks ---
 
 type sinkView struct {
-	Name                               string
-	Configured                         bool
-	Disabled                           bool
-	Reason, By                         string
-	Since                              time.Time
-	Pending, Inflight, Dead, Delivered int
-	OldestPending                      time.Duration
+	Name                    string
+	Configured              bool
+	Disabled                bool
+	Reason, By              string
+	Since                   time.Time
+	Pending, Inflight, Dead int
+	OldestPending           time.Duration
 	// Delivered24h counts the rows delivered in the last 24 hours.
 	Delivered24h int
 	// Breaker is the sink's circuit breaker in this process: closed,
@@ -493,7 +493,7 @@ func (c *Console) sinkViews(r *http.Request, act store.Activity, recent []store.
 	}
 	for _, s := range stats {
 		v := get(s.Sink)
-		v.Pending, v.Inflight, v.Dead, v.Delivered, v.OldestPending = s.Pending, s.Inflight, s.Dead, s.Delivered, s.OldestPending
+		v.Pending, v.Inflight, v.Dead, v.OldestPending = s.Pending, s.Inflight, s.Dead, s.OldestPending
 	}
 	for _, s := range states {
 		v := get(s.Sink)

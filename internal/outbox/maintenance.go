@@ -97,6 +97,7 @@ func (g *Gauges) Run(ctx context.Context) error {
 		now = func() time.Time { return time.Now().UTC() }
 	}
 	m := g.Metrics
+	var seen map[string]bool // the sinks the last stats had
 	for i := 0; ; i++ {
 		if i%20 == 0 {
 			if div, err := g.Divergent(ctx, now()); err == nil {
@@ -106,11 +107,22 @@ func (g *Gauges) Run(ctx context.Context) error {
 			}
 		}
 		if stats, err := g.Store.Stats(ctx, now()); err == nil {
+			// A sink with no live row is not in stats: its gauges fall to 0.
+			live := map[string]bool{}
 			for _, s := range stats {
+				live[s.Sink] = true
 				m.OutboxPending.WithLabelValues(s.Sink).Set(float64(s.Pending + s.Inflight))
 				m.OutboxDead.WithLabelValues(s.Sink).Set(float64(s.Dead))
 				m.OutboxOldestPending.WithLabelValues(s.Sink).Set(s.OldestPending.Seconds())
 			}
+			for sink := range seen {
+				if !live[sink] {
+					m.OutboxPending.WithLabelValues(sink).Set(0)
+					m.OutboxDead.WithLabelValues(sink).Set(0)
+					m.OutboxOldestPending.WithLabelValues(sink).Set(0)
+				}
+			}
+			seen = live
 		} else if ctx.Err() == nil {
 			g.Log.Warn("outbox stats for the gauges failed", zap.Error(err))
 		}

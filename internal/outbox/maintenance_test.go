@@ -85,3 +85,40 @@ func TestGaugeErrorsAreLogged(t *testing.T) {
 		t.Errorf("logged %q, want the reconciliation and the stats failure", msgs)
 	}
 }
+
+// TestGaugesOfASinkWithNoLiveRowFallToZero: stats list only sinks with
+// live rows, so a sink whose last pending and dead rows are gone is
+// missing from the next round; its gauges must read 0, not the last
+// value.
+func TestGaugesOfASinkWithNoLiveRowFallToZero(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	round := 0
+	g := &outbox.Gauges{Metrics: m, Log: zap.NewNop(), Every: time.Millisecond,
+		Divergent: func(context.Context, time.Time) (bool, error) { return false, nil }}
+	g.Store = statsFunc(func(ctx context.Context, _ time.Time) ([]outbox.SinkStats, error) {
+		switch round++; round {
+		case 1:
+			return []outbox.SinkStats{{Sink: "erp", Pending: 5, Dead: 2, OldestPending: time.Hour},
+				{Sink: "acks", Pending: 1}}, nil
+		case 2:
+			return []outbox.SinkStats{{Sink: "acks", Pending: 1}}, nil
+		default:
+			cancel()
+			return nil, ctx.Err()
+		}
+	})
+	if err := g.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, gauge := range map[string]prometheus.Gauge{"pending": m.OutboxPending.WithLabelValues("erp"),
+		"dead": m.OutboxDead.WithLabelValues("erp"), "oldest": m.OutboxOldestPending.WithLabelValues("erp")} {
+		if got := testutil.ToFloat64(gauge); got != 0 {
+			t.Errorf("erp %s gauge = %v after its live rows went, want 0", name, got)
+		}
+	}
+	if got := testutil.ToFloat64(m.OutboxPending.WithLabelValues("acks")); got != 1 {
+		t.Errorf("acks pending gauge = %v, want 1", got)
+	}
+}

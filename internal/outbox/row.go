@@ -205,13 +205,14 @@ func LostOf(done []Completion, updated []int64) []int64 {
 	return lost
 }
 
-// SinkStats are the outbox counts of one sink.
+// SinkStats are the live outbox counts of one sink: rows still to
+// deliver and dead rows. Delivered rows are history, counted by window
+// (store.Activity), never in full. A sink with no live row has none.
 type SinkStats struct {
-	Sink      string
-	Pending   int
-	Inflight  int
-	Dead      int
-	Delivered int
+	Sink     string
+	Pending  int
+	Inflight int
+	Dead     int
 	// OldestPending is the age of the oldest pending row, 0 when none.
 	OldestPending time.Duration
 }

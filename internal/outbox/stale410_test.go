@@ -58,7 +58,7 @@ func TestA410SentBeforeTheEnableLeavesTheSinkEnabled(t *testing.T) {
 			default:
 				return false
 			}
-			return f.stats("ledger").Delivered == 1 || f.state("ledger").Disabled
+			return f.delivered("ledger") == 1 || f.state("ledger").Disabled
 		})
 		if s := f.state("ledger"); s.Disabled {
 			t.Fatalf("the sink was disabled again by a 410 to a request sent before its enable: %+v", s)

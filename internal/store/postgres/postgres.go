@@ -104,6 +104,9 @@ type Options struct {
 	// Listen checks that it still answers (default 30s; a check waits as
 	// long): a connection a failover stranded is then left for a new one.
 	ListenCheck time.Duration
+	// Tracer, when set, is told of every statement the pool runs (pgx's
+	// QueryTracer). The plan tests record statements with it.
+	Tracer pgx.QueryTracer
 }
 
 // Open connects to url. It does not migrate.
@@ -117,6 +120,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -1408,12 +1414,16 @@ func (s *Store) Discard(ctx context.Context, f outbox.DeadFilter, now time.Time)
 }
 
 // Stats implements outbox.Store.
+// statsSQL counts the live rows of each sink: an index-only scan of
+// outbox_live, whatever the delivered history holds.
+const statsSQL = `SELECT sink,
+	count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'inflight'),
+	count(*) FILTER (WHERE status = 'dead'),
+	coalesce(min(created_at) FILTER (WHERE status IN ('pending', 'inflight')), $1)
+	FROM outbox WHERE status IN ('pending', 'inflight', 'dead') GROUP BY sink ORDER BY sink`
+
 func (s *Store) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, error) {
-	rows, err := s.pool.Query(ctx, `SELECT sink,
-		count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'inflight'),
-		count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'delivered'),
-		coalesce(min(created_at) FILTER (WHERE status IN ('pending', 'inflight')), $1)
-		FROM outbox GROUP BY sink ORDER BY sink`, now)
+	rows, err := s.pool.Query(ctx, statsSQL, now)
 	if err != nil {
 		return nil, err
 	}
@@ -1422,7 +1432,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, e
 	for rows.Next() {
 		var st outbox.SinkStats
 		var oldest time.Time
-		if err := rows.Scan(&st.Sink, &st.Pending, &st.Inflight, &st.Dead, &st.Delivered, &oldest); err != nil {
+		if err := rows.Scan(&st.Sink, &st.Pending, &st.Inflight, &st.Dead, &oldest); err != nil {
 			return nil, err
 		}
 		st.OldestPending = max(0, now.Sub(oldest))
@@ -1553,9 +1563,19 @@ func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status 
 
 // LastFileTimes returns, per source, when its newest file was recorded
 // (ingested or rejected): the silence alarm's reading (poller.Silence).
+// lastFileTimesSQL walks remote_file_source_recorded from source to
+// source (a skip scan), reading one index entry per source.
+const lastFileTimesSQL = `WITH RECURSIVE src(source) AS (
+	SELECT max(source) FROM remote_file WHERE status IN ('ingested', 'rejected')
+	UNION ALL
+	SELECT (SELECT max(r.source) FROM remote_file r WHERE r.status IN ('ingested', 'rejected') AND r.source < src.source)
+	FROM src WHERE src.source IS NOT NULL)
+	SELECT source, (SELECT max(r.updated_at) FROM remote_file r
+	  WHERE r.status IN ('ingested', 'rejected') AND r.source = src.source)
+	FROM src WHERE source IS NOT NULL`
+
 func (s *Store) LastFileTimes(ctx context.Context) (map[string]time.Time, error) {
-	rows, err := s.pool.Query(ctx, `SELECT source, max(updated_at) FROM remote_file
-		WHERE status IN ('ingested', 'rejected') GROUP BY source`)
+	rows, err := s.pool.Query(ctx, lastFileTimesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("last file times: %w", err)
 	}
@@ -1631,7 +1651,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		return f, err
 	}
 	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('pending', 'inflight') AND created_at < $1),
-		count(*) FILTER (WHERE status = 'dead') FROM outbox`, stuckBefore).Scan(&f.Stuck, &f.Dead)
+		count(*) FILTER (WHERE status = 'dead') FROM outbox WHERE status IN ('pending', 'inflight', 'dead')`,
+		stuckBefore).Scan(&f.Stuck, &f.Dead)
 	if err != nil {
 		return f, err
 	}
@@ -1661,13 +1682,16 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 		tag, err := s.pool.Exec(ctx, q, before, batch)
 		return tag.RowsAffected(), err
 	}
+	// Each batch names its rows as an array, so the delete finds them by
+	// key (or tuple id) one by one; "IN (SELECT ...)" may be planned as a
+	// join against a sequential scan of the whole table, every batch.
 	total, err := store.DeleteInBatches([]string{
-		`DELETE FROM inbox WHERE key IN (SELECT key FROM inbox WHERE created_at < $1 LIMIT $2)`,
-		`DELETE FROM sighting WHERE id IN (SELECT id FROM sighting WHERE created_at < $1 LIMIT $2)`,
-		`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
-			AND updated_at < $1 LIMIT $2)`,
-		`DELETE FROM remote_file WHERE (source, path) IN (SELECT source, path FROM remote_file
-			WHERE updated_at < $1 AND post_done LIMIT $2)`,
+		`DELETE FROM inbox WHERE key = ANY(ARRAY(SELECT key FROM inbox WHERE created_at < $1 LIMIT $2))`,
+		`DELETE FROM sighting WHERE id = ANY(ARRAY(SELECT id FROM sighting WHERE created_at < $1 LIMIT $2))`,
+		`DELETE FROM outbox WHERE id = ANY(ARRAY(SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
+			AND updated_at < $1 LIMIT $2))`,
+		`DELETE FROM remote_file WHERE ctid = ANY(ARRAY(SELECT ctid FROM remote_file
+			WHERE updated_at < $1 AND post_done LIMIT $2))`,
 	}, batch, exec)
 	if err != nil {
 		return total, err

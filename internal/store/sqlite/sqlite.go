@@ -1240,11 +1240,15 @@ func (s *Store) Discard(ctx context.Context, f outbox.DeadFilter, now time.Time)
 }
 
 // Stats implements outbox.Store.
+// statsSQL counts the live rows of each sink, from outbox_live alone
+// (a covering index), whatever the delivered history holds.
+const statsSQL = `SELECT sink,
+	sum(status = 'pending'), sum(status = 'inflight'), sum(status = 'dead'),
+	coalesce(min(CASE WHEN status IN ('pending', 'inflight') THEN created_at END), ?)
+	FROM outbox WHERE status IN ('pending', 'inflight', 'dead') GROUP BY sink ORDER BY sink`
+
 func (s *Store) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT sink,
-		sum(status = 'pending'), sum(status = 'inflight'), sum(status = 'dead'), sum(status = 'delivered'),
-		coalesce(min(CASE WHEN status IN ('pending', 'inflight') THEN created_at END), ?)
-		FROM outbox GROUP BY sink ORDER BY sink`, us(now))
+	rows, err := s.db.QueryContext(ctx, statsSQL, us(now))
 	if err != nil {
 		return nil, err
 	}
@@ -1253,7 +1257,7 @@ func (s *Store) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, e
 	for rows.Next() {
 		var st outbox.SinkStats
 		var oldest int64
-		if err := rows.Scan(&st.Sink, &st.Pending, &st.Inflight, &st.Dead, &st.Delivered, &oldest); err != nil {
+		if err := rows.Scan(&st.Sink, &st.Pending, &st.Inflight, &st.Dead, &oldest); err != nil {
 			return nil, err
 		}
 		st.OldestPending = max(0, now.Sub(fromUS(oldest)))
@@ -1375,9 +1379,19 @@ func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status 
 
 // LastFileTimes returns, per source, when its newest file was recorded
 // (ingested or rejected): the silence alarm's reading (poller.Silence).
+// lastFileTimesSQL walks remote_file_source_recorded from source to
+// source (a skip scan), reading one index entry per source.
+const lastFileTimesSQL = `WITH RECURSIVE src(source) AS (
+	SELECT max(source) FROM remote_file WHERE status IN ('ingested', 'rejected')
+	UNION ALL
+	SELECT (SELECT max(r.source) FROM remote_file r WHERE r.status IN ('ingested', 'rejected') AND r.source < src.source)
+	FROM src WHERE src.source IS NOT NULL)
+	SELECT source, (SELECT max(r.updated_at) FROM remote_file r
+	  WHERE r.status IN ('ingested', 'rejected') AND r.source = src.source)
+	FROM src WHERE source IS NOT NULL`
+
 func (s *Store) LastFileTimes(ctx context.Context) (map[string]time.Time, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT source, max(updated_at) FROM remote_file
-		WHERE status IN ('ingested', 'rejected') GROUP BY source`)
+	rows, err := s.db.QueryContext(ctx, lastFileTimesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("last file times: %w", err)
 	}
@@ -1454,7 +1468,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		return f, err
 	}
 	err = s.db.QueryRowContext(ctx, `SELECT coalesce(sum(status IN ('pending', 'inflight') AND created_at < ?), 0),
-		coalesce(sum(status = 'dead'), 0) FROM outbox`, us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
+		coalesce(sum(status = 'dead'), 0) FROM outbox WHERE status IN ('pending', 'inflight', 'dead')`,
+		us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
 	if err != nil {
 		return f, err
 	}

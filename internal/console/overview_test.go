@@ -66,7 +66,8 @@ func TestOverviewChartsFilesAndDeliveriesPerHour(t *testing.T) {
 			t.Errorf("%d bars, want 24 per chart", n)
 		}
 		_, body = bearer(t, srv, "GET", "/sinks", viewerToken, nil)
-		if !strings.Contains(body, `<td class="n">3</td><td class="n">3</td>`) {
+		// Dead 0, delivered in 24 hours 3, nothing pending.
+		if !strings.Contains(body, `<td class="n">0</td><td class="n">3</td><td>—</td>`) {
 			t.Errorf("sinks page lacks ledger's 3 deliveries of the day:\n%s", body)
 		}
 	})

@@ -18,3 +18,7 @@ CREATE INDEX remote_file_post_done ON remote_file (updated_at) WHERE post_done =
 CREATE INDEX remote_file_status_updated ON remote_file (status, updated_at);
 -- Dead rows in id order (dlq list and the console's dead-letter page).
 CREATE INDEX outbox_dead_by_id ON outbox (id) WHERE status = 'dead';
+-- The files list, newest first: SQLite sorts the whole ledger for
+-- "ORDER BY updated_at DESC, source, path" unless an index holds that
+-- order entire.
+CREATE INDEX remote_file_recent ON remote_file (updated_at DESC, source, path);

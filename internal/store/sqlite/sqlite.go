@@ -54,6 +54,9 @@ type Options struct {
 	// readers and waiting writers queue in SQLite's busy handler instead of
 	// in the pool.
 	MaxConns int
+	// DriverName is the database/sql driver (default "sqlite", modernc's):
+	// the plan tests register one that records each statement.
+	DriverName string
 }
 
 // PageSize is the page size of a database the store creates, unless its
@@ -136,7 +139,10 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		path = "file:" + path
 	}
 	createOwnerOnly(path, q)
-	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if opts.DriverName == "" {
+		opts.DriverName = "sqlite"
+	}
+	db, err := sql.Open(opts.DriverName, path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}

@@ -1,0 +1,321 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+
+	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
+)
+
+// recordingDriver is modernc's driver with every statement prepared or
+// run through a connection kept while on.
+type recordingDriver struct {
+	base  msqlite.Driver
+	mu    sync.Mutex
+	on    bool
+	stmts []recordedStmt
+}
+
+type recordedStmt struct {
+	query string
+	args  []any
+}
+
+func (d *recordingDriver) record(query string, args []driver.NamedValue) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.on {
+		return
+	}
+	vals := make([]any, len(args))
+	for i, a := range args {
+		vals[i] = a.Value
+	}
+	d.stmts = append(d.stmts, recordedStmt{query, vals})
+}
+
+func (d *recordingDriver) start() {
+	d.mu.Lock()
+	d.on = true
+	d.mu.Unlock()
+}
+
+func (d *recordingDriver) take() []recordedStmt {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.stmts
+	d.stmts, d.on = nil, false
+	return out
+}
+
+func (d *recordingDriver) Open(name string) (driver.Conn, error) {
+	c, err := d.base.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &recordingConn{Conn: c, d: d}, nil
+}
+
+// recordingConn forwards to modernc's connection, which implements the
+// context interfaces database/sql prefers.
+type recordingConn struct {
+	driver.Conn
+	d *recordingDriver
+}
+
+func (c *recordingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	c.d.record(q, args)
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
+}
+
+func (c *recordingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	c.d.record(q, args)
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
+}
+
+func (c *recordingConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	c.d.record(q, nil)
+	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, q)
+}
+
+func (c *recordingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+// planDriver is registered once, as "sqlite-recording".
+var (
+	planDriver         = &recordingDriver{}
+	registerPlanDriver sync.Once
+)
+
+// buildSQLiteHistory fills db with days of files as ediwatch writes them
+// (the PostgreSQL plan test's mix: ten 835 sets and payments and one
+// ack.999 a file, 1% dead, 3% re-sent, the newest pending, half the files
+// post-processed).
+func buildSQLiteHistory(t *testing.T, db *sql.DB, files, days int, now time.Time) {
+	t.Helper()
+	step := int64(time.Duration(days) * 24 * time.Hour / time.Duration(files) / time.Microsecond)
+	end := now.UnixMicro()
+	const nums = `WITH RECURSIVE g(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM g WHERE g < ?1),
+		f AS (SELECT g, ?3 - (?1 - g) * ?2 AS t FROM g)`
+	for _, q := range []string{
+		nums + ` INSERT INTO remote_file (source, path, size, mtime, sha256, status, sets, post_done, correlation_id,
+			created_at, updated_at)
+		 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, hex(g), CASE WHEN g % 997 = 0 THEN 'rejected'
+			ELSE 'ingested' END, 10, g % 2 = 0, 'c' || g, t, t FROM f`,
+		nums + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 10)
+		 INSERT INTO inbox (key, status, content_hash, set_type, summary, source, path, file_sha256, correlation_id,
+			created_at, updated_at)
+		 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, 'processed',
+			hex(g * 100 + n), '835', json_object('payer_id', 'P' || (g % 20), 'trace_number', 'T' || g || '-' || n,
+			'amount', '100.00', 'balanced', json('true')), 'src' || (g % 3), '/in/f' || g || '.835', hex(g),
+			'c' || g, t, t FROM f, n`,
+		nums + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 11),
+		 r AS (SELECT g, n, t, CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > ?1 - 20 THEN 'pending'
+			ELSE 'delivered' END AS st FROM f, n)
+		 INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, stored_payload, status,
+			attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error)
+		 SELECT CASE WHEN n <= 10 THEN 'payment:P' || (g % 20) || ':T' || g || '-' || n ELSE 'ack999:' || g END,
+			CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END, CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
+			'P' || (g % 20), 'k', 'c' || g,
+			json_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', printf('%.400c', 'x')),
+			st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
+			CASE st WHEN 'pending' THEN t ELSE t + 2000000 END, CASE st WHEN 'delivered' THEN t + 2000000 END,
+			CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END FROM r`,
+		`INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
+			response)
+		 SELECT id, 1, 1, updated_at, 4000, CASE status WHEN 'dead' THEN 500 ELSE 200 END, status, '', 0, ''
+		 FROM outbox WHERE status <> 'pending'`,
+		`INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
+			original_correlation_id, created_at)
+		 SELECT CASE WHEN CAST(substr(correlation_id, 2) AS INTEGER) % 300 = 0 THEN 'conflict' ELSE 'duplicate' END,
+			key, content_hash, source, path || '.again', file_sha256, correlation_id || 'r', correlation_id,
+			created_at + 3600000000 FROM inbox WHERE CAST(substr(correlation_id, 2) AS INTEGER) % 33 = 0`,
+		`ANALYZE`,
+	} {
+		var args []any
+		if strings.Contains(q, "?1") {
+			args = []any{files, step, end}
+		}
+		if _, err := db.Exec(q, args...); err != nil {
+			t.Fatalf("build history: %v\n%s", err, q)
+		}
+	}
+}
+
+// TestNoPeriodicOrInteractiveStatementReadsAllHistory: every statement
+// the gauges, the console, the CLI, the relay and pruning run is planned
+// (EXPLAIN QUERY PLAN) on a store holding two months of history without a
+// full scan of a table that grows with history, nor of an index of all
+// its rows: only searches, and scans of partial indexes of live rows.
+func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
+	registerPlanDriver.Do(func() { sql.Register("sqlite-recording", planDriver) })
+	rec := planDriver
+	s, err := OpenWith(context.Background(), filepath.Join(t.TempDir(), "plan.db"), Options{DriverName: "sqlite-recording"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	buildSQLiteHistory(t, s.db, 6000, 60, now)
+	partial := map[string]bool{}
+	rows, err := s.db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND sql LIKE '%WHERE%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		partial[n] = true
+	}
+	rows.Close()
+
+	day := now.Add(-24 * time.Hour)
+	calls := []struct {
+		name string
+		call func() error
+	}{
+		{"Stats", func() error { _, err := s.Stats(ctx, now); return err }},
+		{"ReconcileFacts", func() error { _, err := s.ReconcileFacts(ctx, day, now.Add(-time.Hour)); return err }},
+		{"LastFileTimes", func() error { _, err := s.LastFileTimes(ctx); return err }},
+		{"Activity", func() error { _, err := s.Activity(ctx, day); return err }},
+		{"AttemptStats", func() error { _, err := s.AttemptStats(ctx, now.Add(-time.Hour)); return err }},
+		{"ListFiles", func() error { _, err := s.ListFiles(ctx, inbox.FileFilter{}, 501); return err }},
+		{"ListFilesRejected", func() error {
+			_, err := s.ListFiles(ctx, inbox.FileFilter{Status: inbox.FileStatus("rejected")}, 501)
+			return err
+		}},
+		{"ListFilesWindow", func() error {
+			_, err := s.ListFiles(ctx, inbox.FileFilter{Source: "src1", Since: day, Until: now}, 501)
+			return err
+		}},
+		{"FileOutcomes", func() error { _, err := s.FileOutcomes(ctx, []string{"c5990", "c5991"}); return err }},
+		{"FileDetail", func() error { _, err := s.FileDetail(ctx, "c5990", 500); return err }},
+		{"ListDeadBrief", func() error { _, err := s.ListDeadBrief(ctx, outbox.DeadFilter{}, 501); return err }},
+		{"ListDeadBriefSink", func() error {
+			_, err := s.ListDeadBrief(ctx, outbox.DeadFilter{Sink: "acks", Since: day}, 501)
+			return err
+		}},
+		{"ListDead", func() error { _, err := s.ListDead(ctx, outbox.DeadFilter{Kind: "payment.posted"}, 10000); return err }},
+		{"CountDead", func() error { _, err := s.CountDead(ctx, outbox.DeadFilter{}); return err }},
+		{"PollStatuses", func() error { _, err := s.PollStatuses(ctx); return err }},
+		{"LeaseStates", func() error { _, err := s.LeaseStates(ctx); return err }},
+		{"SinkStates", func() error { _, err := s.SinkStates(ctx); return err }},
+		{"Claim", func() error { _, err := s.Claim(ctx, now, []string{"ledger", "acks"}, 64, time.Minute); return err }},
+		{"ReapExpired", func() error { _, err := s.ReapExpired(ctx, now); return err }},
+		{"Prune", func() error { _, err := s.Prune(ctx, now.Add(-59*24*time.Hour), 100); return err }},
+	}
+	for _, c := range calls {
+		rec.start()
+		err := c.call()
+		stmts := rec.take()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(stmts) == 0 {
+			t.Fatalf("%s ran no statement", c.name)
+		}
+		for _, st := range stmts {
+			if isControl(st.query) {
+				continue
+			}
+			scans, err := fullScans(s.db, st, partial)
+			if err != nil {
+				t.Fatalf("%s: explain: %v\n%s", c.name, err, st.query)
+			}
+			if len(scans) > 0 {
+				t.Errorf("%s reads all of %s:\n%s", c.name, strings.Join(scans, ", "), st.query)
+			}
+		}
+	}
+}
+
+// isControl tells transaction control and pragmas, which read no table.
+func isControl(q string) bool {
+	q = strings.ToUpper(strings.TrimSpace(q))
+	for _, p := range []string{"BEGIN", "COMMIT", "ROLLBACK", "PRAGMA", "SAVEPOINT", "RELEASE"} {
+		if strings.HasPrefix(q, p) {
+			return true
+		}
+	}
+	return false
+}
+
+var historyTables = map[string]bool{"inbox": true, "outbox": true, "outbox_attempt": true, "remote_file": true,
+	"sighting": true}
+
+// scanRE matches a plan step that scans a table: "SCAN outbox", "SCAN o
+// USING COVERING INDEX x" (an alias stands for its table).
+var scanRE = regexp.MustCompile(`^SCAN (\w+)(?: AS (\w+))?(?: USING (?:COVERING )?INDEX (\w+))?`)
+
+// aliasRE finds a history table named with an alias ("outbox o", "outbox AS o").
+var aliasRE = regexp.MustCompile(`\b(inbox|outbox|outbox_attempt|remote_file|sighting)\s+(?:AS\s+)?([A-Za-z_]\w*)`)
+
+var keywords = map[string]bool{"WHERE": true, "JOIN": true, "ON": true, "SET": true, "INDEXED": true, "GROUP": true,
+	"ORDER": true, "LIMIT": true, "USING": true, "LEFT": true, "INNER": true, "UNION": true, "VALUES": true,
+	"AS": true, "AND": true, "OR": true, "SELECT": true, "RETURNING": true, "NOT": true, "DEFAULT": true}
+
+// fullScans returns the history tables st's plan reads whole: a scan of
+// the table or of an index that is not partial.
+func fullScans(db *sql.DB, st recordedStmt, partial map[string]bool) ([]string, error) {
+	rows, err := db.Query("EXPLAIN QUERY PLAN "+st.query, st.args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	aliases := map[string]string{}
+	for _, m := range aliasRE.FindAllStringSubmatch(st.query, -1) {
+		if !keywords[strings.ToUpper(m[2])] {
+			aliases[m[2]] = m[1]
+		}
+	}
+	var details []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			return nil, err
+		}
+		details = append(details, detail)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// A scan of an index in the order a LIMIT asks for stops at the
+	// limit, unless SQLite must sort what it read first.
+	ordered := strings.Contains(st.query, "LIMIT") && !strings.Contains(strings.Join(details, "\n"), "FOR ORDER BY")
+	var out []string
+	for _, detail := range details {
+		m := scanRE.FindStringSubmatch(detail)
+		if m == nil {
+			continue
+		}
+		table := m[1]
+		if t, ok := aliases[table]; ok {
+			table = t
+		}
+		if !historyTables[table] {
+			continue
+		}
+		if m[3] != "" && (partial[m[3]] || ordered) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s (%s)", table, detail))
+	}
+	return out, nil
+}

@@ -113,7 +113,13 @@ not at all, unless --show-phi is given.`,
 			if err != nil {
 				return err
 			}
-			rows, err := s.ListDead(cmd.Context(), f, 10000)
+			// Without --show-phi nothing of the payload or the response is
+			// printed: the brief rows leave both unread.
+			listDead := s.ListDeadBrief
+			if showPHI {
+				listDead = s.ListDead
+			}
+			rows, err := listDead(cmd.Context(), f, 10000)
 			if err != nil {
 				return err
 			}

@@ -86,6 +86,11 @@ type Config struct {
 	SignInBurst int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// SnapshotTTL is how long one reading of the heavy aggregates (the
+	// day's reconciliation) serves every viewer (default 2s).
+	SnapshotTTL time.Duration
+	// QueryTimeout bounds each of those readings (default 10s).
+	QueryTimeout time.Duration
 }
 
 // Console is the console's http.Handler. It is safe for concurrent use.
@@ -98,6 +103,9 @@ type Console struct {
 
 	// keys sign each role's session cookies.
 	keys map[role][]byte
+
+	// snap shares the heavy reads between concurrent viewers.
+	snap *snapshots
 
 	mu       sync.Mutex
 	limiters map[string]*limiter
@@ -123,7 +131,14 @@ func New(cfg Config, st Store, log *zap.Logger) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Console{cfg: cfg, st: st, log: log, keys: sessionKeys(cfg.ViewerToken, cfg.AdminToken), limiters: map[string]*limiter{}}
+	if cfg.SnapshotTTL <= 0 {
+		cfg.SnapshotTTL = 2 * time.Second
+	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = 10 * time.Second
+	}
+	c := &Console{cfg: cfg, st: st, log: log, keys: sessionKeys(cfg.ViewerToken, cfg.AdminToken), limiters: map[string]*limiter{},
+		snap: &snapshots{ttl: cfg.SnapshotTTL, timeout: cfg.QueryTimeout, now: cfg.Now}}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}

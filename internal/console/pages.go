@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/outbox"
-	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
@@ -653,7 +652,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	// The last day's reconciliation, as the divergence gauge computes it,
 	// gives the files per source, day and status too.
-	rep, err := reconcile.Run(r.Context(), c.st, now.Add(-24*time.Hour), reconcileStuckAfter, now)
+	rep, err := c.reconciled(r.Context(), now.Add(-24*time.Hour), now)
 	if err != nil {
 		c.fail(w, err)
 		return

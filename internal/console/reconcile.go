@@ -44,7 +44,7 @@ func (c *Console) reconcileReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.From = from
-	if data.Report, err = reconcile.Run(r.Context(), c.st, from, reconcileStuckAfter, now); err != nil {
+	if data.Report, err = c.reconciled(r.Context(), from, now); err != nil {
 		c.fail(w, err)
 		return
 	}

@@ -1,0 +1,91 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/console"
+	"github.com/ediwatch/ediwatch/internal/store"
+)
+
+// slowFacts is a store whose reconciliation reads are counted and held
+// until released.
+type slowFacts struct {
+	store.Store
+	reads   atomic.Int32
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s *slowFacts) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time) (store.Facts, error) {
+	if s.reads.Add(1) == 1 {
+		close(s.started)
+	}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return store.Facts{}, ctx.Err()
+	}
+	return s.Store.ReconcileFacts(ctx, since, stuckBefore)
+}
+
+// TestConcurrentViewersShareOneReconciliation: twenty viewers opening
+// the overview and the reconcile page at once cost one reconciliation
+// read, not twenty, and the viewer whose request started that read may
+// leave without failing the others.
+func TestConcurrentViewersShareOneReconciliation(t *testing.T) {
+	st := &slowFacts{Store: memStore(t), started: make(chan struct{}), release: make(chan struct{})}
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	srv := serve(t, st, func(c *console.Config) { c.Now = func() time.Time { return at } })
+	get := func(ctx context.Context, path string) (int, error) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+viewerToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// The first viewer starts the read, then leaves.
+	leaving, leave := context.WithCancel(context.Background())
+	left := make(chan error, 1)
+	go func() { _, err := get(leaving, "/"); left <- err }()
+	<-st.started
+	leave()
+	if err := <-left; err == nil {
+		t.Fatal("the viewer who left got an answer")
+	}
+	var wg sync.WaitGroup
+	codes := make(chan int, 20)
+	for i := range 20 {
+		path := "/"
+		if i%2 == 1 {
+			path = "/reconcile"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, err := get(context.Background(), path)
+			if err != nil {
+				t.Error(err)
+			}
+			codes <- code
+		}()
+	}
+	close(st.release)
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		if code != http.StatusOK {
+			t.Errorf("a viewer got %d, want 200", code)
+		}
+	}
+	if n := st.reads.Load(); n != 1 {
+		t.Errorf("%d reconciliation reads for 21 viewers, want 1", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store/history"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
 	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 )
@@ -56,79 +58,6 @@ func (r *recorder) start() {
 	r.mu.Unlock()
 }
 
-// historyTables are the tables that grow with history: no periodic or
-// interactive statement may read one of them whole.
-var historyTables = map[string]bool{"inbox": true, "outbox": true, "outbox_attempt": true, "remote_file": true,
-	"sighting": true}
-
-// buildHistory fills the store with days of files at perDay a day, as
-// ediwatch writes them: ten 835 sets a file, each a payment.posted row,
-// and one ack.999 row; 1% of the rows dead after 25 attempts, 3% of the
-// files re-sent (duplicate sightings), the newest rows pending, the rest
-// delivered with an attempt each; half the files post-processed.
-func buildHistory(t *testing.T, s *postgres.Store, files, days int, now time.Time) {
-	t.Helper()
-	ctx := context.Background()
-	step := time.Duration(days) * 24 * time.Hour / time.Duration(files)
-	for _, q := range []string{
-		// The ordering trigger's upsert of one row per ordering key is
-		// quadratic within one statement: the load numbers the rows and
-		// fills outbox_order itself.
-		`ALTER TABLE outbox DISABLE TRIGGER outbox_order`,
-		`INSERT INTO remote_file (source, path, size, mtime, sha256, status, sets, post_done, correlation_id,
-			created_at, updated_at)
-		 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, md5(g::text),
-			CASE WHEN g % 997 = 0 THEN 'rejected' ELSE 'ingested' END, 10, g % 2 = 0, 'c' || g, t, t
-		 FROM generate_series(1, $1) g, LATERAL (SELECT $3::timestamptz - ($1 - g) * $2::interval AS t) x`,
-		`INSERT INTO inbox (key, status, content_hash, set_type, summary, source, path, file_sha256, correlation_id,
-			created_at, updated_at)
-		 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, 'processed',
-			md5(g || ':' || n), '835', jsonb_build_object('payer_id', 'P' || (g % 20), 'trace_number',
-			'T' || g || '-' || n, 'amount', '100.00', 'balanced', true), 'src' || (g % 3), '/in/f' || g || '.835',
-			md5(g::text), 'c' || g, t, t
-		 FROM generate_series(1, $1) g, generate_series(1, 10) n,
-			LATERAL (SELECT $3::timestamptz - ($1 - g) * $2::interval AS t) x`,
-		`INSERT INTO outbox (id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_json, status,
-			attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error)
-		 SELECT nextval(pg_get_serial_sequence('outbox', 'id')),
-			CASE WHEN n <= 10 THEN 'payment:P' || (g % 20) || ':T' || g || '-' || n ELSE 'ack999:' || g END,
-			CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END, CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
-			'P' || (g % 20), 'k', 'c' || g,
-			jsonb_build_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', repeat('x', 400)),
-			st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
-			CASE st WHEN 'pending' THEN t ELSE t + interval '2 seconds' END,
-			CASE st WHEN 'delivered' THEN t + interval '2 seconds' END, CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END
-		 FROM generate_series(1, $1) g, generate_series(1, 11) n,
-			LATERAL (SELECT $3::timestamptz - ($1 - g) * $2::interval AS t,
-				CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > $1 - 20 THEN 'pending' ELSE 'delivered' END AS st) x`,
-		`INSERT INTO outbox_order (sink, ordering_key, touched_at)
-		 SELECT sink, ordering_key, max(created_at) FROM outbox GROUP BY 1, 2`,
-		`ALTER TABLE outbox ENABLE TRIGGER outbox_order`,
-		`INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
-			response)
-		 SELECT id, a, a, updated_at, 4000, CASE status WHEN 'dead' THEN 500 ELSE 200 END, status, '', 0, ''
-		 FROM outbox, LATERAL generate_series(1, CASE status WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END) a
-`,
-		`INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id, original_correlation_id,
-			created_at)
-		 SELECT CASE WHEN g % 300 = 0 THEN 'conflict' ELSE 'duplicate' END, key, content_hash, source, path || '.again',
-			file_sha256, correlation_id || 'r', correlation_id, created_at + interval '1 hour'
-		 FROM inbox, LATERAL (SELECT substring(correlation_id from 2)::int AS g) x
-		 WHERE g % 33 = 0 AND $1::int > 0 AND $2::interval IS NOT NULL AND $3::timestamptz IS NOT NULL`,
-	} {
-		args := []any{files, step, now}
-		if !strings.Contains(q, "$1") {
-			args = nil
-		}
-		if _, err := s.Pool().Exec(ctx, q, args...); err != nil {
-			t.Fatalf("build history: %v\n%s", err, q)
-		}
-	}
-	if _, err := s.Pool().Exec(ctx, `ANALYZE`); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestNoPeriodicOrInteractiveStatementReadsAllHistory: every statement
 // the gauges, the console, the CLI (dlq, reconcile, sink), the relay and
 // pruning issue is planned, on a store holding a month of history, with
@@ -140,7 +69,9 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 	s := pgtest.New(t, postgres.Options{Tracer: rec})
 	ctx := context.Background()
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	buildHistory(t, s, 6000, 60, now)
+	if err := history.Postgres(ctx, s.Pool(), 6000, 60, now, nil); err != nil {
+		t.Fatal(err)
+	}
 
 	day := now.Add(-24 * time.Hour)
 	calls := []struct {
@@ -216,7 +147,7 @@ func seqScans(ctx context.Context, s *postgres.Store, st recorded) ([]string, er
 	var out []string
 	var walk func(n planNode)
 	walk = func(n planNode) {
-		if n.NodeType == "Seq Scan" && historyTables[n.Relation] {
+		if n.NodeType == "Seq Scan" && slices.Contains(history.Tables, n.Relation) {
 			out = append(out, fmt.Sprintf("%s (seq scan)", n.Relation))
 		}
 		for _, c := range n.Plans {

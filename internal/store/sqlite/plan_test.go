@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store/history"
 )
 
 // recordingDriver is modernc's driver with every statement prepared or
@@ -99,61 +101,6 @@ var (
 	registerPlanDriver sync.Once
 )
 
-// buildSQLiteHistory fills db with days of files as ediwatch writes them
-// (the PostgreSQL plan test's mix: ten 835 sets and payments and one
-// ack.999 a file, 1% dead, 3% re-sent, the newest pending, half the files
-// post-processed).
-func buildSQLiteHistory(t *testing.T, db *sql.DB, files, days int, now time.Time) {
-	t.Helper()
-	step := int64(time.Duration(days) * 24 * time.Hour / time.Duration(files) / time.Microsecond)
-	end := now.UnixMicro()
-	const nums = `WITH RECURSIVE g(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM g WHERE g < ?1),
-		f AS (SELECT g, ?3 - (?1 - g) * ?2 AS t FROM g)`
-	for _, q := range []string{
-		nums + ` INSERT INTO remote_file (source, path, size, mtime, sha256, status, sets, post_done, correlation_id,
-			created_at, updated_at)
-		 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, hex(g), CASE WHEN g % 997 = 0 THEN 'rejected'
-			ELSE 'ingested' END, 10, g % 2 = 0, 'c' || g, t, t FROM f`,
-		nums + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 10)
-		 INSERT INTO inbox (key, status, content_hash, set_type, summary, source, path, file_sha256, correlation_id,
-			created_at, updated_at)
-		 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, 'processed',
-			hex(g * 100 + n), '835', json_object('payer_id', 'P' || (g % 20), 'trace_number', 'T' || g || '-' || n,
-			'amount', '100.00', 'balanced', json('true')), 'src' || (g % 3), '/in/f' || g || '.835', hex(g),
-			'c' || g, t, t FROM f, n`,
-		nums + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 11),
-		 r AS (SELECT g, n, t, CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > ?1 - 20 THEN 'pending'
-			ELSE 'delivered' END AS st FROM f, n)
-		 INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, stored_payload, status,
-			attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error)
-		 SELECT CASE WHEN n <= 10 THEN 'payment:P' || (g % 20) || ':T' || g || '-' || n ELSE 'ack999:' || g END,
-			CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END, CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
-			'P' || (g % 20), 'k', 'c' || g,
-			json_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', printf('%.400c', 'x')),
-			st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
-			CASE st WHEN 'pending' THEN t ELSE t + 2000000 END, CASE st WHEN 'delivered' THEN t + 2000000 END,
-			CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END FROM r`,
-		`INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
-			response)
-		 SELECT id, 1, 1, updated_at, 4000, CASE status WHEN 'dead' THEN 500 ELSE 200 END, status, '', 0, ''
-		 FROM outbox WHERE status <> 'pending'`,
-		`INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
-			original_correlation_id, created_at)
-		 SELECT CASE WHEN CAST(substr(correlation_id, 2) AS INTEGER) % 300 = 0 THEN 'conflict' ELSE 'duplicate' END,
-			key, content_hash, source, path || '.again', file_sha256, correlation_id || 'r', correlation_id,
-			created_at + 3600000000 FROM inbox WHERE CAST(substr(correlation_id, 2) AS INTEGER) % 33 = 0`,
-		`ANALYZE`,
-	} {
-		var args []any
-		if strings.Contains(q, "?1") {
-			args = []any{files, step, end}
-		}
-		if _, err := db.Exec(q, args...); err != nil {
-			t.Fatalf("build history: %v\n%s", err, q)
-		}
-	}
-}
-
 // TestNoPeriodicOrInteractiveStatementReadsAllHistory: every statement
 // the gauges, the console, the CLI, the relay and pruning run is planned
 // (EXPLAIN QUERY PLAN) on a store holding two months of history without a
@@ -172,7 +119,9 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	buildSQLiteHistory(t, s.db, 6000, 60, now)
+	if err := history.SQLite(ctx, s.db, 6000, 60, now, nil); err != nil {
+		t.Fatal(err)
+	}
 	partial := map[string]bool{}
 	rows, err := s.db.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND sql LIKE '%WHERE%'`)
 	if err != nil {
@@ -256,9 +205,6 @@ func isControl(q string) bool {
 	return false
 }
 
-var historyTables = map[string]bool{"inbox": true, "outbox": true, "outbox_attempt": true, "remote_file": true,
-	"sighting": true}
-
 // scanRE matches a plan step that scans a table: "SCAN outbox", "SCAN o
 // USING COVERING INDEX x" (an alias stands for its table).
 var scanRE = regexp.MustCompile(`^SCAN (\w+)(?: AS (\w+))?(?: USING (?:COVERING )?INDEX (\w+))?`)
@@ -309,7 +255,7 @@ func fullScans(db *sql.DB, st recordedStmt, partial map[string]bool) ([]string, 
 		if t, ok := aliases[table]; ok {
 			table = t
 		}
-		if !historyTables[table] {
+		if !slices.Contains(history.Tables, table) {
 			continue
 		}
 		if m[3] != "" && (partial[m[3]] || ordered) {

@@ -1,0 +1,188 @@
+// Package history fills a fresh, migrated store with a history shaped like
+// the one ediwatch writes, in bulk: per file ten 835 sets in the inbox,
+// ten payment.posted rows and one ack.999 row in the outbox, a ledger row;
+// 1% of the outbox rows dead after 25 attempts, 3% of the files re-sent
+// (duplicate sightings, one in a hundred of them a key conflict), the
+// newest rows pending, the rest delivered with one attempt each, half the
+// files post-processed. Files are spread evenly over the days before now.
+//
+// The plan tests and bench/history build their stores with it.
+package history
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Batch is how many files one statement writes.
+const Batch = 50_000
+
+// PostgresExec runs one statement (a pgxpool.Pool or pgx.Conn).
+type PostgresExec interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Postgres writes files files over days days before now into db. The
+// outbox's ordering trigger is disabled while it loads (its upsert of one
+// row per ordering key is quadratic within a statement) and outbox_order
+// filled after.
+func Postgres(ctx context.Context, db PostgresExec, files, days int, now time.Time, progress func(done int)) error {
+	step := time.Duration(days) * 24 * time.Hour / time.Duration(files)
+	run := func(q string, args ...any) error {
+		if _, err := db.Exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("history: %w\n%s", err, q)
+		}
+		return nil
+	}
+	if err := run(`ALTER TABLE outbox DISABLE TRIGGER outbox_order`); err != nil {
+		return err
+	}
+	for lo := 1; lo <= files; lo += Batch {
+		hi := min(files, lo+Batch-1)
+		for _, q := range pgBatch {
+			if err := run(q, files, step, now, lo, hi); err != nil {
+				return err
+			}
+		}
+		if progress != nil {
+			progress(hi)
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO outbox_order (sink, ordering_key, touched_at)
+		 SELECT sink, ordering_key, max(created_at) FROM outbox GROUP BY 1, 2
+		 ON CONFLICT (sink, ordering_key) DO UPDATE SET touched_at = excluded.touched_at`,
+		`ALTER TABLE outbox ENABLE TRIGGER outbox_order`,
+		`ANALYZE`,
+	} {
+		if err := run(q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pgFiles numbers a batch's files g ($4 to $5 of $1) with their time t.
+const pgFiles = `generate_series($4::int, $5::int) g, LATERAL (SELECT $3::timestamptz - ($1::int - g) * $2::interval AS t) x`
+
+var pgBatch = []string{
+	`INSERT INTO remote_file (source, path, size, mtime, sha256, status, sets, post_done, correlation_id,
+		created_at, updated_at)
+	 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, md5(g::text),
+		CASE WHEN g % 997 = 0 THEN 'rejected' ELSE 'ingested' END, 10, g % 2 = 0, 'c' || g, t, t
+	 FROM ` + pgFiles,
+	`INSERT INTO inbox (key, status, content_hash, set_type, summary, source, path, file_sha256, correlation_id,
+		created_at, updated_at)
+	 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, 'processed',
+		md5(g || ':' || n), '835', jsonb_build_object('payer_id', 'P' || (g % 20), 'trace_number',
+		'T' || g || '-' || n, 'amount', '100.00', 'balanced', true), 'src' || (g % 3), '/in/f' || g || '.835',
+		md5(g::text), 'c' || g, t, t
+	 FROM ` + pgFiles + `, generate_series(1, 10) n`,
+	`INSERT INTO outbox (id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_json, status,
+		attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error)
+	 SELECT nextval(pg_get_serial_sequence('outbox', 'id')),
+		CASE WHEN n <= 10 THEN 'payment:P' || (g % 20) || ':T' || g || '-' || n ELSE 'ack999:' || g END,
+		CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END, CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
+		'P' || (g % 20), 'k', 'c' || g,
+		jsonb_build_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', repeat('x', 400)),
+		st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
+		CASE st WHEN 'pending' THEN t ELSE t + interval '2 seconds' END,
+		CASE st WHEN 'delivered' THEN t + interval '2 seconds' END, CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END
+	 FROM ` + pgFiles + `, generate_series(1, 11) n,
+		LATERAL (SELECT CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > $1::int - 20 THEN 'pending'
+			ELSE 'delivered' END AS st) s`,
+	`INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
+		response)
+	 SELECT o.id, a, a, o.updated_at, 4000, CASE o.status WHEN 'dead' THEN 500 ELSE 200 END, o.status, '', 0, ''
+	 FROM outbox o, LATERAL generate_series(1, CASE o.status WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END) a
+	 WHERE o.correlation_id = ANY(ARRAY(SELECT 'c' || g FROM generate_series($4::int, $5::int) g))
+	   AND $1::int > 0 AND $2::interval IS NOT NULL AND $3::timestamptz IS NOT NULL`,
+	`INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id, original_correlation_id,
+		created_at)
+	 SELECT CASE WHEN g % 300 = 0 THEN 'conflict' ELSE 'duplicate' END,
+		'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, md5(g || ':' || n),
+		'src' || (g % 3), '/in/f' || g || '.835.again', md5(g::text), 'c' || g || 'r', 'c' || g, t + interval '1 hour'
+	 FROM ` + pgFiles + `, generate_series(1, 10) n WHERE g % 33 = 0`,
+}
+
+// SQLite writes files files over days days before now into db, in one
+// transaction per batch.
+func SQLite(ctx context.Context, db *sql.DB, files, days int, now time.Time, progress func(done int)) error {
+	step := int64(time.Duration(days) * 24 * time.Hour / time.Duration(files) / time.Microsecond)
+	for lo := 1; lo <= files; lo += Batch {
+		hi := min(files, lo+Batch-1)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		for _, q := range sqliteBatch {
+			if _, err := tx.ExecContext(ctx, q, files, step, now.UnixMicro(), lo, hi); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("history: %w\n%s", err, q)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		if progress != nil {
+			progress(hi)
+		}
+	}
+	_, err := db.ExecContext(ctx, `ANALYZE`)
+	return err
+}
+
+// sqliteFiles numbers a batch's files g (?4 to ?5 of ?1) with their time
+// t, in microseconds as the store keeps times.
+const sqliteFiles = `WITH RECURSIVE g(g) AS (SELECT ?4 UNION ALL SELECT g + 1 FROM g WHERE g < ?5),
+	f AS (SELECT g, ?3 - (?1 - g) * ?2 AS t FROM g)`
+
+var sqliteBatch = []string{
+	sqliteFiles + ` INSERT INTO remote_file (source, path, size, mtime, sha256, status, sets, post_done,
+		correlation_id, created_at, updated_at)
+	 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, hex(g), CASE WHEN g % 997 = 0 THEN 'rejected'
+		ELSE 'ingested' END, 10, g % 2 = 0, 'c' || g, t, t FROM f`,
+	sqliteFiles + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 10)
+	 INSERT INTO inbox (key, status, content_hash, set_type, summary, source, path, file_sha256, correlation_id,
+		created_at, updated_at)
+	 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, 'processed',
+		hex(g * 100 + n), '835', json_object('payer_id', 'P' || (g % 20), 'trace_number', 'T' || g || '-' || n,
+		'amount', '100.00', 'balanced', json('true')), 'src' || (g % 3), '/in/f' || g || '.835', hex(g),
+		'c' || g, t, t FROM f, n`,
+	sqliteFiles + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 11),
+	 r AS (SELECT g, n, t, CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > ?1 - 20 THEN 'pending'
+		ELSE 'delivered' END AS st FROM f, n)
+	 INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, stored_payload, status,
+		attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error)
+	 SELECT CASE WHEN n <= 10 THEN 'payment:P' || (g % 20) || ':T' || g || '-' || n ELSE 'ack999:' || g END,
+		CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END, CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
+		'P' || (g % 20), 'k', 'c' || g,
+		json_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', printf('%.400c', 'x')),
+		st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
+		CASE st WHEN 'pending' THEN t ELSE t + 2000000 END, CASE st WHEN 'delivered' THEN t + 2000000 END,
+		CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END FROM r`,
+	// One attempt a delivered row, 25 a dead one: the rows this batch wrote
+	// are the newest ids.
+	sqliteFiles + `, a(a) AS (SELECT 1 UNION ALL SELECT a + 1 FROM a WHERE a < 25)
+	 INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
+		response)
+	 SELECT o.id, a, a, o.updated_at, 4000, CASE o.status WHEN 'dead' THEN 500 ELSE 200 END, o.status, '', 0, ''
+	 FROM outbox o, a WHERE o.id > (SELECT coalesce(max(outbox_id), 0) FROM outbox_attempt)
+	   AND o.status <> 'pending' AND (a = 1 OR o.status = 'dead') AND ?1 > 0 AND ?2 IS NOT NULL
+	   AND ?3 IS NOT NULL AND ?4 > 0 AND ?5 > 0 AND (SELECT count(*) FROM f) > 0`,
+	sqliteFiles + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 10)
+	 INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
+		original_correlation_id, created_at)
+	 SELECT CASE WHEN g % 300 = 0 THEN 'conflict' ELSE 'duplicate' END,
+		'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, hex(g * 100 + n),
+		'src' || (g % 3), '/in/f' || g || '.835.again', hex(g), 'c' || g || 'r', 'c' || g, t + 3600000000
+	 FROM f, n WHERE g % 33 = 0`,
+}
+
+// Tables are the tables a history fills: those that grow with history,
+// which no periodic or interactive statement may read whole.
+var Tables = []string{"inbox", "outbox", "outbox_attempt", "remote_file", "sighting"}

@@ -170,6 +170,18 @@ func collectCount(query func(string) (Rows, func(), error), sql string, m map[st
 	return rows.Err()
 }
 
+// LastFileTimesSQL is LastFileTimes in both drivers: a skip scan of the
+// index of recorded files by source (migration 0016), one probe per
+// source, returning (source, newest updated_at) rows.
+const LastFileTimesSQL = `WITH RECURSIVE src(source) AS (
+	SELECT max(source) FROM remote_file WHERE status IN ('ingested', 'rejected')
+	UNION ALL
+	SELECT (SELECT max(r.source) FROM remote_file r WHERE r.status IN ('ingested', 'rejected') AND r.source < src.source)
+	FROM src WHERE src.source IS NOT NULL)
+	SELECT source, (SELECT max(r.updated_at) FROM remote_file r
+	  WHERE r.status IN ('ingested', 'rejected') AND r.source = src.source)
+	FROM src WHERE source IS NOT NULL`
+
 // Store is everything a driver provides. It is safe for concurrent use.
 type Store interface {
 	inbox.Ingester

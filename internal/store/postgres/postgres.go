@@ -1563,19 +1563,9 @@ func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status 
 
 // LastFileTimes returns, per source, when its newest file was recorded
 // (ingested or rejected): the silence alarm's reading (poller.Silence).
-// lastFileTimesSQL walks remote_file_source_recorded from source to
-// source (a skip scan), reading one index entry per source.
-const lastFileTimesSQL = `WITH RECURSIVE src(source) AS (
-	SELECT max(source) FROM remote_file WHERE status IN ('ingested', 'rejected')
-	UNION ALL
-	SELECT (SELECT max(r.source) FROM remote_file r WHERE r.status IN ('ingested', 'rejected') AND r.source < src.source)
-	FROM src WHERE src.source IS NOT NULL)
-	SELECT source, (SELECT max(r.updated_at) FROM remote_file r
-	  WHERE r.status IN ('ingested', 'rejected') AND r.source = src.source)
-	FROM src WHERE source IS NOT NULL`
 
 func (s *Store) LastFileTimes(ctx context.Context) (map[string]time.Time, error) {
-	rows, err := s.pool.Query(ctx, lastFileTimesSQL)
+	rows, err := s.pool.Query(ctx, store.LastFileTimesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("last file times: %w", err)
 	}

@@ -311,6 +311,21 @@ const PassedSQL = `outbox.kind = 'claim.received' AND EXISTS (SELECT 1 FROM outb
 	WHERE l.kind = 'claim.received' AND l.ordering_key = outbox.ordering_key AND l.id > outbox.id
 	  AND l.sink = outbox.sink AND l.status = 'delivered')`
 
+// Counted reports whether f selects the dead rows of every sink or of
+// one sink and nothing narrower: a count the stores answer from
+// outbox_dead_count, one row per sink, however many rows are dead.
+func (f DeadFilter) Counted() bool {
+	return len(f.IDs) == 0 && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero() && !f.Passed
+}
+
+// DeadCountSQL counts the dead rows of every sink, or of the sink given
+// as its one parameter when it is not empty, from the count the
+// outbox's triggers keep (migration 0017); the same in both stores with
+// the parameter written $1 or ?.
+func DeadCountSQL(param string) string {
+	return `SELECT coalesce(sum(n), 0) FROM outbox_dead_count WHERE ` + param + ` = '' OR sink = ` + param
+}
+
 // IsZero reports whether f selects every dead row.
 func (f DeadFilter) IsZero() bool {
 	return len(f.IDs) == 0 && f.Sink == "" && f.Kind == "" && f.Since.IsZero() && f.Until.IsZero() && !f.Passed

@@ -27,9 +27,9 @@ type PostgresExec interface {
 }
 
 // Postgres writes files files over days days before now into db. The
-// outbox's ordering trigger is disabled while it loads (its upsert of one
-// row per ordering key is quadratic within a statement) and outbox_order
-// filled after.
+// outbox's triggers are disabled while it loads (each upserts one row,
+// of an ordering key or a sink's dead count, per outbox row: quadratic
+// within a statement) and outbox_order and outbox_dead_count filled after.
 func Postgres(ctx context.Context, db PostgresExec, files, days int, now time.Time, progress func(done int)) error {
 	step := time.Duration(days) * 24 * time.Hour / time.Duration(files)
 	run := func(q string, args ...any) error {
@@ -38,7 +38,7 @@ func Postgres(ctx context.Context, db PostgresExec, files, days int, now time.Ti
 		}
 		return nil
 	}
-	if err := run(`ALTER TABLE outbox DISABLE TRIGGER outbox_order`); err != nil {
+	if err := run(`ALTER TABLE outbox DISABLE TRIGGER USER`); err != nil {
 		return err
 	}
 	for lo := 1; lo <= files; lo += Batch {
@@ -56,7 +56,9 @@ func Postgres(ctx context.Context, db PostgresExec, files, days int, now time.Ti
 		`INSERT INTO outbox_order (sink, ordering_key, touched_at)
 		 SELECT sink, ordering_key, max(created_at) FROM outbox GROUP BY 1, 2
 		 ON CONFLICT (sink, ordering_key) DO UPDATE SET touched_at = excluded.touched_at`,
-		`ALTER TABLE outbox ENABLE TRIGGER outbox_order`,
+		`DELETE FROM outbox_dead_count`,
+		`INSERT INTO outbox_dead_count (sink, n) SELECT sink, count(*) FROM outbox WHERE status = 'dead' GROUP BY sink`,
+		`ALTER TABLE outbox ENABLE TRIGGER USER`,
 		`ANALYZE`,
 	} {
 		if err := run(q); err != nil {

@@ -163,5 +163,96 @@ func seqScans(ctx context.Context, s *postgres.Store, st recorded) ([]string, er
 type planNode struct {
 	NodeType string     `json:"Node Type"`
 	Relation string     `json:"Relation Name"`
+	Rows     float64    `json:"Actual Rows"`
+	Loops    float64    `json:"Actual Loops"`
 	Plans    []planNode `json:"Plans"`
+}
+
+// TestDeadRowsAreCountedNotRead: the counts of dead rows the gauges, the
+// overview, /sinks and the dead-letter queue show are read from the count
+// the outbox's triggers keep, so they cost the same with a year's dead
+// rows as with none: run, Stats and CountDead read no more outbox rows
+// than are still to deliver, and agree with the dead rows there are.
+func TestDeadRowsAreCountedNotRead(t *testing.T) {
+	rec := &recorder{}
+	s := pgtest.New(t, postgres.Options{Tracer: rec})
+	ctx := context.Background()
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	if err := history.Postgres(ctx, s.Pool(), 6000, 30, now, nil); err != nil {
+		t.Fatal(err)
+	}
+	var live, dead, deadAcks int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('pending', 'inflight')),
+		count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'dead' AND sink = 'acks')
+		FROM outbox`).Scan(&live, &dead, &deadAcks); err != nil {
+		t.Fatal(err)
+	}
+	if dead < 2*live || deadAcks == 0 {
+		t.Fatalf("history of %d dead rows (%d at acks) and %d live: too few dead to tell", dead, deadAcks, live)
+	}
+	calls := []struct {
+		name  string
+		count func() (int, error)
+		want  int
+	}{
+		{"Stats", func() (int, error) {
+			st, err := s.Stats(ctx, now)
+			n := 0
+			for _, x := range st {
+				n += x.Dead
+			}
+			return n, err
+		}, dead},
+		{"CountDead", func() (int, error) { return s.CountDead(ctx, outbox.DeadFilter{}) }, dead},
+		{"CountDead acks", func() (int, error) { return s.CountDead(ctx, outbox.DeadFilter{Sink: "acks"}) }, deadAcks},
+	}
+	for _, c := range calls {
+		rec.start()
+		n, err := c.count()
+		stmts := rec.take()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n != c.want {
+			t.Errorf("%s: %d dead rows, want %d", c.name, n, c.want)
+		}
+		for _, st := range stmts {
+			read, err := outboxRowsRead(ctx, s, st)
+			if err != nil {
+				t.Fatalf("%s: explain: %v\n%s", c.name, err, st.sql)
+			}
+			if read > live {
+				t.Errorf("%s read %d outbox rows, more than the %d still to deliver:\n%s", c.name, read, live, st.sql)
+			}
+		}
+	}
+}
+
+// outboxRowsRead runs st under EXPLAIN ANALYZE and returns how many rows
+// its scans of outbox (of the table or of an index of it) returned.
+func outboxRowsRead(ctx context.Context, s *postgres.Store, st recorded) (int, error) {
+	var plan []byte
+	if err := s.Pool().QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+st.sql, st.args...).Scan(&plan); err != nil {
+		return 0, err
+	}
+	var top []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(plan, &top); err != nil {
+		return 0, err
+	}
+	var n float64
+	var walk func(p planNode)
+	walk = func(p planNode) {
+		if p.Relation == "outbox" {
+			n += p.Rows * p.Loops
+		}
+		for _, c := range p.Plans {
+			walk(c)
+		}
+	}
+	for _, p := range top {
+		walk(p.Plan)
+	}
+	return int(n), nil
 }

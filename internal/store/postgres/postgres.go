@@ -1348,8 +1348,12 @@ func (s *Store) ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit in
 
 // CountDead implements outbox.Store.
 func (s *Store) CountDead(ctx context.Context, f outbox.DeadFilter) (int, error) {
-	where, args := deadWhere(f, nil)
 	var n int
+	if f.Counted() {
+		err := s.pool.QueryRow(ctx, outbox.DeadCountSQL("$1::text"), f.Sink).Scan(&n)
+		return n, err
+	}
+	where, args := deadWhere(f, nil)
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE `+where, args...).Scan(&n)
 	return n, err
 }
@@ -1414,13 +1418,16 @@ func (s *Store) Discard(ctx context.Context, f outbox.DeadFilter, now time.Time)
 }
 
 // Stats implements outbox.Store.
-// statsSQL counts the live rows of each sink: an index-only scan of
-// outbox_live, whatever the delivered history holds.
-const statsSQL = `SELECT sink,
-	count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'inflight'),
-	count(*) FILTER (WHERE status = 'dead'),
-	coalesce(min(created_at) FILTER (WHERE status IN ('pending', 'inflight')), $1)
-	FROM outbox WHERE status IN ('pending', 'inflight', 'dead') GROUP BY sink ORDER BY sink`
+// statsSQL counts the rows of each sink still to deliver (an index-only
+// scan of outbox_live, whatever the delivered history holds) and reads its
+// dead rows' count from outbox_dead_count.
+const statsSQL = `SELECT sink, sum(pending)::bigint, sum(inflight)::bigint, sum(dead)::bigint, coalesce(min(oldest), $1)
+	FROM (SELECT sink, count(*) FILTER (WHERE status = 'pending') AS pending,
+	             count(*) FILTER (WHERE status = 'inflight') AS inflight, 0::bigint AS dead, min(created_at) AS oldest
+	      FROM outbox WHERE status IN ('pending', 'inflight') GROUP BY sink
+	      UNION ALL
+	      SELECT sink, 0, 0, n, NULL FROM outbox_dead_count WHERE n > 0) live
+	GROUP BY sink ORDER BY sink`
 
 func (s *Store) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, error) {
 	rows, err := s.pool.Query(ctx, statsSQL, now)
@@ -1640,9 +1647,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	err = s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('pending', 'inflight') AND created_at < $1),
-		count(*) FILTER (WHERE status = 'dead') FROM outbox WHERE status IN ('pending', 'inflight', 'dead')`,
-		stuckBefore).Scan(&f.Stuck, &f.Dead)
+	err = s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox WHERE status IN ('pending', 'inflight') AND created_at < $1),
+		(`+outbox.DeadCountSQL("''")+`)`, stuckBefore).Scan(&f.Stuck, &f.Dead)
 	if err != nil {
 		return f, err
 	}

@@ -1162,8 +1162,12 @@ func (s *Store) ListDeadBrief(ctx context.Context, f outbox.DeadFilter, limit in
 
 // CountDead implements outbox.Store.
 func (s *Store) CountDead(ctx context.Context, f outbox.DeadFilter) (int, error) {
-	where, args := deadWhere(f, nil)
 	var n int
+	if f.Counted() {
+		err := s.db.QueryRowContext(ctx, outbox.DeadCountSQL("?1"), f.Sink).Scan(&n)
+		return n, err
+	}
+	where, args := deadWhere(f, nil)
 	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE `+where, args...).Scan(&n)
 	return n, err
 }
@@ -1246,12 +1250,15 @@ func (s *Store) Discard(ctx context.Context, f outbox.DeadFilter, now time.Time)
 }
 
 // Stats implements outbox.Store.
-// statsSQL counts the live rows of each sink, from outbox_live alone
-// (a covering index), whatever the delivered history holds.
-const statsSQL = `SELECT sink,
-	sum(status = 'pending'), sum(status = 'inflight'), sum(status = 'dead'),
-	coalesce(min(CASE WHEN status IN ('pending', 'inflight') THEN created_at END), ?)
-	FROM outbox WHERE status IN ('pending', 'inflight', 'dead') GROUP BY sink ORDER BY sink`
+// statsSQL counts the rows of each sink still to deliver (from
+// outbox_live alone, whatever the delivered history holds) and reads its
+// dead rows' count from outbox_dead_count.
+const statsSQL = `SELECT sink, sum(pending), sum(inflight), sum(dead), coalesce(min(oldest), ?)
+	FROM (SELECT sink, status = 'pending' AS pending, status = 'inflight' AS inflight, 0 AS dead, created_at AS oldest
+	      FROM outbox WHERE status IN ('pending', 'inflight')
+	      UNION ALL
+	      SELECT sink, 0, 0, n, NULL FROM outbox_dead_count WHERE n > 0)
+	GROUP BY sink ORDER BY sink`
 
 func (s *Store) Stats(ctx context.Context, now time.Time) ([]outbox.SinkStats, error) {
 	rows, err := s.db.QueryContext(ctx, statsSQL, us(now))
@@ -1463,9 +1470,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	err = s.db.QueryRowContext(ctx, `SELECT coalesce(sum(status IN ('pending', 'inflight') AND created_at < ?), 0),
-		coalesce(sum(status = 'dead'), 0) FROM outbox WHERE status IN ('pending', 'inflight', 'dead')`,
-		us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
+	err = s.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM outbox WHERE status IN ('pending', 'inflight') AND created_at < ?),
+		(`+outbox.DeadCountSQL("''")+`)`, us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
 	if err != nil {
 		return f, err
 	}

@@ -39,6 +39,7 @@ func testDeadFilter(t *testing.T, s store.Store) {
 	dead(b, hour(2))
 	dead(c, hour(3))
 	dead(ack, hour(2))
+	checkDeadCounts(t, s, map[string]int{"ledger": 3, "acks": 1})
 	ids := func(f outbox.DeadFilter) []int64 {
 		t.Helper()
 		rows, err := s.ListDead(ctx, f, 100)
@@ -90,6 +91,65 @@ func testDeadFilter(t *testing.T, s store.Store) {
 	}
 	if got := ids(outbox.DeadFilter{}); !slices.Equal(got, []int64{a.ID}) {
 		t.Errorf("dead after replay and discard: %v, want only %d", got, a.ID)
+	}
+	checkDeadCounts(t, s, map[string]int{"ledger": 1})
+	// A replayed row that dies again is counted again; pruning, which
+	// never removes a dead row, leaves the counts as they are.
+	again, err := s.Claim(ctx, hour(5), []string{"ledger"}, 10, time.Minute)
+	if err != nil || len(again) != 2 {
+		t.Fatalf("claim the replayed rows: %d %v", len(again), err)
+	}
+	dead(again[0], hour(5))
+	Complete(ctx, s, again[1].ID, again[1].LeaseToken, hour(5), 200)
+	checkDeadCounts(t, s, map[string]int{"ledger": 2})
+	if _, err := s.Prune(ctx, hour(24*30), 100); err != nil {
+		t.Fatal(err)
+	}
+	checkDeadCounts(t, s, map[string]int{"ledger": 2})
+	if n, err := s.Discard(ctx, outbox.DeadFilter{}, hour(6)); err != nil || n != 2 {
+		t.Fatalf("discard all: %d %v", n, err)
+	}
+	checkDeadCounts(t, s, map[string]int{})
+}
+
+// checkDeadCounts: the dead rows each sink has, as Stats, CountDead of
+// every sink and of each sink count them, are want, and are the rows
+// ListDead lists.
+func checkDeadCounts(t *testing.T, s store.Store, want map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := s.ListDead(ctx, outbox.DeadFilter{}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, total := map[string]int{}, 0
+	for _, r := range rows {
+		listed[r.Sink]++
+	}
+	for sink, n := range want {
+		total += n
+		if listed[sink] != n {
+			t.Errorf("listed %d dead rows at %s, want %d", listed[sink], sink, n)
+		}
+	}
+	if n, err := s.CountDead(ctx, outbox.DeadFilter{}); err != nil || n != total {
+		t.Errorf("CountDead: %d %v, want %d", n, err, total)
+	}
+	stats, err := s.Stats(ctx, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := map[string]int{}
+	for _, st := range stats {
+		counted[st.Sink] = st.Dead
+	}
+	for _, sink := range []string{"ledger", "acks"} {
+		if counted[sink] != want[sink] {
+			t.Errorf("Stats: %d dead rows at %s, want %d", counted[sink], sink, want[sink])
+		}
+		if n, err := s.CountDead(ctx, outbox.DeadFilter{Sink: sink}); err != nil || n != want[sink] {
+			t.Errorf("CountDead of %s: %d %v, want %d", sink, n, err, want[sink])
+		}
 	}
 }
 

@@ -70,7 +70,8 @@ func newConsole(cfg config.Config, st store.Store, breakers func() map[string]st
 	}
 	slices.Sort(sinks)
 	h, err := console.New(console.Config{ViewerToken: viewer, AdminToken: admin, Sources: sources, Sinks: sinks,
-		PollIntervals: intervals, Breakers: breakers, Secure: cc.TLS()}, st, log.Named("console"))
+		PollIntervals: intervals, Breakers: breakers, Secure: cc.TLS(), QueryTimeout: cfg.Store.ConsoleTimeout.D()},
+		st, log.Named("console"))
 	if err != nil {
 		return nil, err
 	}

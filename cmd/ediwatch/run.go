@@ -99,6 +99,11 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		return err
 	}
 	defer st.Close()
+	reads, closeReads, err := openConsoleStore(ctx, storeCfg, st)
+	if err != nil {
+		return err
+	}
+	defer closeReads()
 	readyz := &readiness{now: time.Now, ping: func(ctx context.Context) error {
 		_, err := st.FileStates(ctx, "readyz", nil)
 		return err
@@ -172,7 +177,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			log.Named("poller"), m))
 	}
 
-	cs, err := newConsole(cfg, st, d.relay.BreakerStates, log)
+	cs, err := newConsole(cfg, reads, d.relay.BreakerStates, log)
 	if err != nil {
 		return err
 	}
@@ -225,16 +230,17 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	}
 	pruner := &outbox.Pruner{Store: st, Keys: cfg.Retention.Keys.D(), Holder: store.NewHolderID(), Log: log.Named("maintenance")}
 	g.Go(func() error { return pruner.Run(gctx) })
-	gauges := &outbox.Gauges{Store: st, States: st, Metrics: m, Log: log.Named("gauges"), Every: 15 * time.Second,
+	gauges := &outbox.Gauges{Store: reads, States: reads, Metrics: m, Log: log.Named("gauges"), Every: 15 * time.Second,
+		Timeout: cfg.Store.ConsoleTimeout.D(),
 		Divergent: func(ctx context.Context, now time.Time) (bool, error) {
-			rep, err := reconcile.Run(ctx, st, now.Add(-24*time.Hour), time.Hour, now)
+			rep, err := reconcile.Run(ctx, reads, now.Add(-24*time.Hour), time.Hour, now)
 			if err != nil {
 				return false, err
 			}
 			return rep.Divergent, nil
 		}}
 	g.Go(func() error { return gauges.Run(gctx) })
-	silence := &poller.Silence{Store: st, Metrics: m, Expect: map[string]time.Duration{}, Log: log.Named("silence")}
+	silence := &poller.Silence{Store: reads, Metrics: m, Expect: map[string]time.Duration{}, Log: log.Named("silence")}
 	for _, src := range cfg.Sources {
 		silence.Expect[src.Name] = src.ExpectEvery.D()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,6 +47,37 @@ func openStore(ctx context.Context, c config.Store, migrate bool) (store.Store, 
 		return nil, err
 	}
 	return s, nil
+}
+
+// openConsoleStore opens the second, small pool of the configured store
+// that the console, the outbox gauges and the silence alarm read through:
+// store.console_conns connections, each PostgreSQL statement bounded by
+// store.console_timeout. However many viewers the console has and however
+// slow their pages, the relay and ingest keep every connection of st's
+// pool. It does not migrate (st, opened first, did). A SQLite database in
+// memory, which a second pool would not see, is read through st; close
+// then closes nothing.
+func openConsoleStore(ctx context.Context, c config.Store, st store.Store) (console store.Store, close func(), err error) {
+	dsn, err := c.ResolveDSN()
+	if err != nil {
+		return nil, nil, err
+	}
+	switch c.Driver {
+	case "postgres":
+		console, err = postgres.Open(ctx, dsn, postgres.Options{MaxConns: int32(c.ConsoleConns),
+			StatementTimeout: c.ConsoleTimeout.D()})
+	case "sqlite":
+		if strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory") {
+			return st, func() {}, nil
+		}
+		console, err = sqlite.OpenWith(ctx, dsn, sqlite.Options{MaxConns: c.ConsoleConns})
+	default:
+		return nil, nil, fmt.Errorf("store.driver: unknown driver %q", c.Driver)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("the console's pool: %w", err)
+	}
+	return console, console.Close, nil
 }
 
 // checkSchema refuses a database migrated by a newer ediwatch: this build

@@ -94,12 +94,21 @@ type Store struct {
 	// IngestTimeout is the deadline of one file's ingest, parse and write
 	// (default 10m); a file that misses it is retried by a later poll.
 	IngestTimeout Duration `mapstructure:"ingest_timeout"`
+	// ConsoleConns bounds the second, small pool that the console, the
+	// outbox gauges and the silence alarm read through (default 4), so
+	// however many viewers the console has, the relay and ingest keep
+	// every connection of their own pool.
+	ConsoleConns int `mapstructure:"console_conns"`
+	// ConsoleTimeout bounds each statement of that pool (PostgreSQL's
+	// statement_timeout) and each console page's reading (default 15s).
+	ConsoleTimeout Duration `mapstructure:"console_timeout"`
 }
 
 // StoreMaxConns returns the pool size: store.max_conns when set, else one
 // connection for LISTEN, one per concurrent download of every source (each
 // may be ingesting), one per relay worker, and a margin of 4 for the lease
-// reaper, maintenance, the outbox gauges and /readyz.
+// reaper, maintenance, /readyz and a spare (the gauges read through
+// the console's pool, store.console_conns).
 func (c Config) StoreMaxConns() int {
 	if c.Store.MaxConns > 0 {
 		return c.Store.MaxConns
@@ -365,7 +374,7 @@ func Default() Config {
 	relay := outbox.DefaultRelayConfig()
 	return Config{
 		Store: Store{Driver: "sqlite", DSN: "file:ediwatch.db", Migrate: true,
-			IngestTimeout: Duration(10 * time.Minute)},
+			IngestTimeout: Duration(10 * time.Minute), ConsoleConns: 4, ConsoleTimeout: Duration(15 * time.Second)},
 		Routes: map[string][]string{},
 		Sinks:  map[string]Sink{},
 		Relay: Relay{Workers: relay.Workers, MaxAttempts: relay.MaxAttempts,
@@ -486,7 +495,7 @@ func Load(path string) (Config, error) {
 	def := Default()
 	// Every scalar key is made known so the environment can set it.
 	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "store.max_conns",
-		"store.ingest_timeout", "relay.workers",
+		"store.ingest_timeout", "store.console_conns", "store.console_timeout", "relay.workers",
 		"relay.max_attempts", "relay.backoff.base", "relay.backoff.max", "relay.max_age", "relay.lease",
 		"retention.keys", "retention.replay_window", "http.listen", "log.level",
 		"console.listen", "console.token_file", "console.admin_token_file", "console.tls_cert_file",
@@ -531,6 +540,10 @@ func lookup(c Config, key string) any {
 		return c.Store.MaxConns
 	case "store.ingest_timeout":
 		return c.Store.IngestTimeout.String()
+	case "store.console_conns":
+		return c.Store.ConsoleConns
+	case "store.console_timeout":
+		return c.Store.ConsoleTimeout.String()
 	case "relay.workers":
 		return c.Relay.Workers
 	case "relay.max_attempts":
@@ -631,6 +644,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.IngestTimeout <= 0 {
 		bad("store.ingest_timeout", "must be positive", c.Store.IngestTimeout.D())
+	}
+	if c.Store.ConsoleConns < 1 {
+		bad("store.console_conns", "must be at least 1", c.Store.ConsoleConns)
+	}
+	if c.Store.ConsoleTimeout < Duration(time.Second) {
+		bad("store.console_timeout", "must be at least 1s", c.Store.ConsoleTimeout.D())
 	}
 	names := map[string]bool{}
 	// polled: each directory (its server and cleaned path) and who polls

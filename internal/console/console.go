@@ -89,7 +89,8 @@ type Config struct {
 	// SnapshotTTL is how long one reading of the heavy aggregates (the
 	// day's reconciliation) serves every viewer (default 2s).
 	SnapshotTTL time.Duration
-	// QueryTimeout bounds each of those readings (default 10s).
+	// QueryTimeout bounds each of those readings, and every page's reads
+	// (default 10s).
 	QueryTimeout time.Duration
 }
 
@@ -239,6 +240,14 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	} else {
+		// A page's reads end with its viewer (the request's context) or
+		// at QueryTimeout, whichever is first: a store slow to answer
+		// does not pile up queries behind viewers who left. An action
+		// (a replay of many rows) is bounded by its viewer alone.
+		ctx, cancel := context.WithTimeout(r.Context(), c.cfg.QueryTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
 	}
 	c.mux.ServeHTTP(w, r)
 }

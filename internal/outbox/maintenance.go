@@ -86,6 +86,9 @@ type Gauges struct {
 	// Log is told when the store cannot be read.
 	Log   *zap.Logger
 	Every time.Duration
+	// Timeout, when set, bounds each setting of the gauges: a store slow
+	// to answer leaves them as they were until the next.
+	Timeout time.Duration
 	// Now is the clock (default time.Now, in UTC).
 	Now func() time.Time
 }
@@ -96,43 +99,59 @@ func (g *Gauges) Run(ctx context.Context) error {
 	if now == nil {
 		now = func() time.Time { return time.Now().UTC() }
 	}
-	m := g.Metrics
 	var seen map[string]bool // the sinks the last stats had
 	for i := 0; ; i++ {
-		if i%20 == 0 {
-			if div, err := g.Divergent(ctx, now()); err == nil {
-				m.Divergence.Set(map[bool]float64{false: 0, true: 1}[div])
-			} else if ctx.Err() == nil {
-				g.Log.Warn("reconciliation for the divergence gauge failed", zap.Error(err))
-			}
-		}
-		if stats, err := g.Store.Stats(ctx, now()); err == nil {
-			// A sink with no live row is not in stats: its gauges fall to 0.
-			live := map[string]bool{}
-			for _, s := range stats {
-				live[s.Sink] = true
-				m.OutboxPending.WithLabelValues(s.Sink).Set(float64(s.Pending + s.Inflight))
-				m.OutboxDead.WithLabelValues(s.Sink).Set(float64(s.Dead))
-				m.OutboxOldestPending.WithLabelValues(s.Sink).Set(s.OldestPending.Seconds())
-			}
-			for sink := range seen {
-				if !live[sink] {
-					m.OutboxPending.WithLabelValues(sink).Set(0)
-					m.OutboxDead.WithLabelValues(sink).Set(0)
-					m.OutboxOldestPending.WithLabelValues(sink).Set(0)
-				}
-			}
-			seen = live
-		} else if ctx.Err() == nil {
-			g.Log.Warn("outbox stats for the gauges failed", zap.Error(err))
-		}
-		g.setSinkDisabled(ctx)
+		seen = g.set(ctx, i, now, seen)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(g.Every):
 		}
 	}
+}
+
+// set sets the gauges once, the i-th time, and returns the sinks the
+// stats had.
+func (g *Gauges) set(parent context.Context, i int, now func() time.Time, seen map[string]bool) map[string]bool {
+	ctx := parent
+	if g.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(parent, g.Timeout)
+		defer cancel()
+	}
+	m := g.Metrics
+	if i%20 == 0 {
+		if div, err := g.Divergent(ctx, now()); err == nil {
+			m.Divergence.Set(map[bool]float64{false: 0, true: 1}[div])
+		} else if parent.Err() == nil {
+			g.Log.Warn("reconciliation for the divergence gauge failed", zap.Error(err))
+		}
+	}
+	stats, err := g.Store.Stats(ctx, now())
+	if err != nil {
+		if parent.Err() == nil {
+			g.Log.Warn("outbox stats for the gauges failed", zap.Error(err))
+		}
+		g.setSinkDisabled(ctx)
+		return seen
+	}
+	// A sink with no live row is not in stats: its gauges fall to 0.
+	live := map[string]bool{}
+	for _, s := range stats {
+		live[s.Sink] = true
+		m.OutboxPending.WithLabelValues(s.Sink).Set(float64(s.Pending + s.Inflight))
+		m.OutboxDead.WithLabelValues(s.Sink).Set(float64(s.Dead))
+		m.OutboxOldestPending.WithLabelValues(s.Sink).Set(s.OldestPending.Seconds())
+	}
+	for sink := range seen {
+		if !live[sink] {
+			m.OutboxPending.WithLabelValues(sink).Set(0)
+			m.OutboxDead.WithLabelValues(sink).Set(0)
+			m.OutboxOldestPending.WithLabelValues(sink).Set(0)
+		}
+	}
+	g.setSinkDisabled(ctx)
+	return live
 }
 
 // setSinkDisabled sets ediwatch_sink_disabled from the store's sink

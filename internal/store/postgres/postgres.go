@@ -107,6 +107,9 @@ type Options struct {
 	// Tracer, when set, is told of every statement the pool runs (pgx's
 	// QueryTracer). The plan tests record statements with it.
 	Tracer pgx.QueryTracer
+	// StatementTimeout, when set, is every statement's statement_timeout:
+	// the server cancels a statement that runs longer (SQLSTATE 57014).
+	StatementTimeout time.Duration
 }
 
 // Open connects to url. It does not migrate.
@@ -120,6 +123,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.StatementTimeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opts.StatementTimeout.Milliseconds(), 10)
 	}
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer

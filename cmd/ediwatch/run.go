@@ -228,7 +228,8 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	for _, p := range d.pollers {
 		g.Go(func() error { return p.Run(gctx) })
 	}
-	pruner := &outbox.Pruner{Store: st, Keys: cfg.Retention.Keys.D(), Holder: store.NewHolderID(), Log: log.Named("maintenance")}
+	pruner := &outbox.Pruner{Store: st, Keys: cfg.Retention.Keys.D(), Payloads: cfg.Retention.Payloads.D(),
+		Holder: store.NewHolderID(), Log: log.Named("maintenance")}
 	g.Go(func() error { return pruner.Run(gctx) })
 	gauges := &outbox.Gauges{Store: reads, States: reads, Metrics: m, Log: log.Named("gauges"), Every: 15 * time.Second,
 		Timeout: cfg.Store.ConsoleTimeout.D(),

@@ -335,6 +335,10 @@ type Backoff struct {
 type Retention struct {
 	Keys         Duration `mapstructure:"keys"`
 	ReplayWindow Duration `mapstructure:"replay_window"`
+	// Payloads is how long a delivered or discarded row keeps its
+	// payload (default 30 days); after, its residue (payer, trace,
+	// amount) stays with the row, as long as Keys.
+	Payloads Duration `mapstructure:"payloads"`
 }
 
 // HTTP is the metrics and health server.
@@ -380,9 +384,10 @@ func Default() Config {
 		Relay: Relay{Workers: relay.Workers, MaxAttempts: relay.MaxAttempts,
 			Backoff: Backoff{Base: Duration(relay.BackoffBase), Max: Duration(relay.BackoffMax)},
 			MaxAge:  Duration(relay.MaxAge), Lease: Duration(relay.Lease)},
-		Retention: Retention{Keys: Duration(400 * 24 * time.Hour), ReplayWindow: Duration(30 * 24 * time.Hour)},
-		HTTP:      HTTP{Listen: "127.0.0.1:9464"},
-		Log:       Log{Level: "info"},
+		Retention: Retention{Keys: Duration(400 * 24 * time.Hour), ReplayWindow: Duration(30 * 24 * time.Hour),
+			Payloads: Duration(30 * 24 * time.Hour)},
+		HTTP: HTTP{Listen: "127.0.0.1:9464"},
+		Log:  Log{Level: "info"},
 	}
 }
 
@@ -497,7 +502,7 @@ func Load(path string) (Config, error) {
 	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "store.max_conns",
 		"store.ingest_timeout", "store.console_conns", "store.console_timeout", "relay.workers",
 		"relay.max_attempts", "relay.backoff.base", "relay.backoff.max", "relay.max_age", "relay.lease",
-		"retention.keys", "retention.replay_window", "http.listen", "log.level",
+		"retention.keys", "retention.replay_window", "retention.payloads", "http.listen", "log.level",
 		"console.listen", "console.token_file", "console.admin_token_file", "console.tls_cert_file",
 		"console.tls_key_file", "console.allow_insecure"} {
 		v.SetDefault(strings.ReplaceAll(k, ".", "::"), lookup(def, k))
@@ -560,6 +565,8 @@ func lookup(c Config, key string) any {
 		return c.Retention.Keys.String()
 	case "retention.replay_window":
 		return c.Retention.ReplayWindow.String()
+	case "retention.payloads":
+		return c.Retention.Payloads.String()
 	case "http.listen":
 		return c.HTTP.Listen
 	case "log.level":
@@ -839,6 +846,12 @@ func (c *Config) Validate() error {
 	}
 	if err := store.ValidateRetention(c.Retention.Keys.D(), c.Retention.ReplayWindow.D()); err != nil {
 		errs = append(errs, err.Error())
+	}
+	switch r := c.Retention; {
+	case r.Payloads < r.ReplayWindow:
+		bad("retention.payloads", fmt.Sprintf("must be at least retention.replay_window (%s)", r.ReplayWindow.D()), r.Payloads.D())
+	case r.Payloads > r.Keys:
+		bad("retention.payloads", fmt.Sprintf("must be at most retention.keys (%s)", r.Keys.D()), r.Payloads.D())
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 		bad("http.listen", "must be host:port", quote(c.HTTP.Listen))

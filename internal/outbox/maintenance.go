@@ -17,6 +17,7 @@ const MaintenanceLease = "maintenance"
 type PruneStore interface {
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error)
 	Prune(ctx context.Context, keysBefore time.Time, batch int) (int, error)
+	PrunePayloads(ctx context.Context, before time.Time, batch int) (int, error)
 }
 
 // Pruner deletes what retention allows, once an hour, on one replica at a
@@ -25,6 +26,9 @@ type Pruner struct {
 	Store PruneStore
 	// Keys is how long keys are kept (retention.keys).
 	Keys time.Duration
+	// Payloads is how long a delivered row keeps its payload
+	// (retention.payloads); 0 keeps it as long as the row.
+	Payloads time.Duration
 	// Holder names this replica to the lease.
 	Holder string
 	Log    *zap.Logger
@@ -55,14 +59,30 @@ func (p *Pruner) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		n, err := p.Store.Prune(ctx, at.Add(-p.Keys), 1000)
-		if err != nil && ctx.Err() == nil {
+		p.Pass(ctx, at)
+	}
+}
+
+// Pass prunes once what retention allows at at: rows past retention.keys,
+// then payloads past retention.payloads (each whether or not the other
+// failed). The caller holds the maintenance lease.
+func (p *Pruner) Pass(ctx context.Context, at time.Time) {
+	if n, err := p.Store.Prune(ctx, at.Add(-p.Keys), 1000); err != nil {
+		if ctx.Err() == nil {
 			p.Log.Warn("retention prune failed", zap.Error(err))
-			continue
 		}
-		if n > 0 {
-			p.Log.Info("retention pruned rows", zap.Int("rows", n))
+	} else if n > 0 {
+		p.Log.Info("retention pruned rows", zap.Int("rows", n))
+	}
+	if p.Payloads <= 0 {
+		return
+	}
+	if n, err := p.Store.PrunePayloads(ctx, at.Add(-p.Payloads), 1000); err != nil {
+		if ctx.Err() == nil {
+			p.Log.Warn("retention prune of delivered payloads failed", zap.Error(err))
 		}
+	} else if n > 0 {
+		p.Log.Info("retention pruned delivered payloads", zap.Int("rows", n))
 	}
 }
 

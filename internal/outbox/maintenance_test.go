@@ -122,3 +122,50 @@ func TestGaugesOfASinkWithNoLiveRowFallToZero(t *testing.T) {
 		t.Errorf("acks pending gauge = %v, want 1", got)
 	}
 }
+
+// cutoffs is a PruneStore that records the cutoffs it is asked to prune
+// before, and fails Prune when told to.
+type cutoffs struct {
+	keys, payloads []time.Time
+	failKeys       bool
+}
+
+func (c *cutoffs) AcquireLease(context.Context, string, string, time.Duration, time.Time) (int64, bool, error) {
+	return 1, true, nil
+}
+
+func (c *cutoffs) Prune(_ context.Context, before time.Time, _ int) (int, error) {
+	c.keys = append(c.keys, before)
+	if c.failKeys {
+		return 0, errors.New("database gone")
+	}
+	return 1, nil
+}
+
+func (c *cutoffs) PrunePayloads(_ context.Context, before time.Time, _ int) (int, error) {
+	c.payloads = append(c.payloads, before)
+	return 1, nil
+}
+
+// TestPrunerPassCutsKeysAndPayloadsApart: a pass prunes rows past
+// retention.keys and payloads past retention.payloads, each at its own
+// cutoff; payloads are pruned even when the rows' prune failed, and not
+// at all with no payload retention set.
+func TestPrunerPassCutsKeysAndPayloadsApart(t *testing.T) {
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	st := &cutoffs{failKeys: true}
+	p := &outbox.Pruner{Store: st, Keys: 400 * day, Payloads: 30 * day, Log: zap.NewNop()}
+	p.Pass(context.Background(), at)
+	if len(st.keys) != 1 || !st.keys[0].Equal(at.Add(-400*day)) {
+		t.Errorf("keys pruned before %v, want %v", st.keys, at.Add(-400*day))
+	}
+	if len(st.payloads) != 1 || !st.payloads[0].Equal(at.Add(-30*day)) {
+		t.Errorf("payloads pruned before %v, want %v", st.payloads, at.Add(-30*day))
+	}
+	st = &cutoffs{}
+	(&outbox.Pruner{Store: st, Keys: 400 * day, Log: zap.NewNop()}).Pass(context.Background(), at)
+	if len(st.keys) != 1 || len(st.payloads) != 0 {
+		t.Errorf("with no payload retention: keys %v, payloads %v", st.keys, st.payloads)
+	}
+}

@@ -75,3 +75,30 @@ func (e Effect) JSONPayload() (json.RawMessage, error) {
 	}
 	return e.Payload, nil
 }
+
+// residueFields are the fields of a delivered payload kept once
+// retention.payloads has passed: what reconciliation totals per payer,
+// and what names the payment to an operator. None is patient data.
+var residueFields = []string{"envelope_key", "sender", "receiver", "payer_id", "trace_number", "amount", "production_date"}
+
+// PayloadResidue returns, packed, what is kept of a delivered row's
+// payload p (as stored: packed or not) after retention.payloads: its
+// residueFields that p has, and "pruned": true. The rest (claims,
+// patients, lines) is dropped. A payload that does not decode keeps
+// nothing but the mark.
+func PayloadResidue(p []byte) []byte {
+	var fields map[string]json.RawMessage
+	if raw, err := UnpackPayload(p); err == nil {
+		if json.Unmarshal(raw, &fields) != nil {
+			fields = nil
+		}
+	}
+	kept := map[string]json.RawMessage{"pruned": json.RawMessage("true")}
+	for _, f := range residueFields {
+		if v, ok := fields[f]; ok {
+			kept[f] = v
+		}
+	}
+	b, _ := json.Marshal(kept) // RawMessages from a decoded object marshal
+	return PackPayload(b)
+}

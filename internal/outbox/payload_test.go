@@ -66,3 +66,25 @@ func TestCorruptPackedPayloadIsAnError(t *testing.T) {
 		t.Fatal("a corrupt packed payload read without error")
 	}
 }
+
+// TestPayloadResidueKeepsTotalsOnly: the residue of a payment keeps the
+// fields reconciliation and an operator read, exactly as written, and
+// nothing else; a payload that does not decode keeps only the mark.
+func TestPayloadResidueKeepsTotalsOnly(t *testing.T) {
+	p := []byte(`{"envelope_key":"k","payer_id":"1512345678","trace_number":"EFT1","amount":"1000.10",` +
+		`"claims":[{"patient":{"last_name":"DOE"},"amount":"5.00"}]}`)
+	for _, stored := range [][]byte{p, PackPayload(p)} {
+		got, err := UnpackPayload(PayloadResidue(stored))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"amount":"1000.10","envelope_key":"k","payer_id":"1512345678","pruned":true,"trace_number":"EFT1"}`
+		if string(got) != want {
+			t.Errorf("residue %s, want %s", got, want)
+		}
+	}
+	got, err := UnpackPayload(PayloadResidue([]byte{packedTag, 0xff, 0xff}))
+	if err != nil || string(got) != `{"pruned":true}` {
+		t.Errorf("residue of a corrupt payload: %s %v", got, err)
+	}
+}

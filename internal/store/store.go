@@ -213,6 +213,12 @@ type Store interface {
 	// them; ledger rows of files still in a drop stay, or the poller would
 	// fetch them again after their keys are gone.
 	Prune(ctx context.Context, keysBefore time.Time, batch int) (int, error)
+	// PrunePayloads replaces, in transactions of batch rows, the payload
+	// of each delivered or discarded outbox row that finished before
+	// before by its residue (outbox.PayloadResidue) and deletes its
+	// attempts, and returns how many rows it pruned. Dead, pending and
+	// in-flight rows keep theirs.
+	PrunePayloads(ctx context.Context, before time.Time, batch int) (int, error)
 	Counts(ctx context.Context) (Counts, error)
 	// Migrate applies pending migrations; concurrent calls are safe.
 	Migrate(ctx context.Context) error

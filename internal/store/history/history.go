@@ -18,6 +18,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
+// payloadDays is retention.payloads' default in days: rows delivered
+// longer ago hold their residue alone and no attempts, as pruning
+// leaves them.
+const payloadDays = "30"
+
 // Batch is how many files one statement writes.
 const Batch = 50_000
 
@@ -85,22 +90,26 @@ var pgBatch = []string{
 		md5(g::text), 'c' || g, t, t
 	 FROM ` + pgFiles + `, generate_series(1, 10) n`,
 	`INSERT INTO outbox (id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_json, status,
-		attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error)
+		attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error, payload_pruned)
 	 SELECT nextval(pg_get_serial_sequence('outbox', 'id')),
 		CASE WHEN n <= 10 THEN 'payment:P' || (g % 20) || ':T' || g || '-' || n ELSE 'ack999:' || g END,
 		CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END, CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
 		'P' || (g % 20), 'k', 'c' || g,
-		jsonb_build_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', repeat('x', 400)),
+		CASE WHEN pruned THEN jsonb_build_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pruned', true)
+			ELSE jsonb_build_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', repeat('x', 400)) END,
 		st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
 		CASE st WHEN 'pending' THEN t ELSE t + interval '2 seconds' END,
-		CASE st WHEN 'delivered' THEN t + interval '2 seconds' END, CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END
+		CASE st WHEN 'delivered' THEN t + interval '2 seconds' END, CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END,
+		pruned
 	 FROM ` + pgFiles + `, generate_series(1, 11) n,
 		LATERAL (SELECT CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > $1::int - 20 THEN 'pending'
-			ELSE 'delivered' END AS st) s`,
+			ELSE 'delivered' END AS st) s,
+		LATERAL (SELECT st = 'delivered' AND t < $3::timestamptz - interval '` + payloadDays + ` days' AS pruned) p`,
 	`INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
 		response)
 	 SELECT o.id, a, a, o.updated_at, 4000, CASE o.status WHEN 'dead' THEN 500 ELSE 200 END, o.status, '', 0, ''
-	 FROM outbox o, LATERAL generate_series(1, CASE o.status WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END) a
+	 FROM outbox o, LATERAL generate_series(1, CASE WHEN o.status = 'dead' THEN 25
+		WHEN o.status = 'pending' OR o.payload_pruned THEN 0 ELSE 1 END) a
 	 WHERE o.correlation_id = ANY(ARRAY(SELECT 'c' || g FROM generate_series($4::int, $5::int) g))
 	   AND $1::int > 0 AND $2::interval IS NOT NULL AND $3::timestamptz IS NOT NULL`,
 	`INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id, original_correlation_id,
@@ -156,17 +165,19 @@ var sqliteBatch = []string{
 		'amount', '100.00', 'balanced', json('true')), 'src' || (g % 3), '/in/f' || g || '.835', hex(g),
 		'c' || g, t, t FROM f, n`,
 	sqliteFiles + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 11),
-	 r AS (SELECT g, n, t, CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > ?1 - 20 THEN 'pending'
-		ELSE 'delivered' END AS st FROM f, n)
+	 q AS (SELECT g, n, t, CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > ?1 - 20 THEN 'pending'
+		ELSE 'delivered' END AS st FROM f, n),
+	 r AS (SELECT q.*, st = 'delivered' AND t < ?3 - ` + payloadDays + ` * 86400000000 AS pruned FROM q)
 	 INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key, correlation_id, stored_payload, status,
-		attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error)
+		attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error, payload_pruned)
 	 SELECT CASE WHEN n <= 10 THEN 'payment:P' || (g % 20) || ':T' || g || '-' || n ELSE 'ack999:' || g END,
 		CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END, CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
 		'P' || (g % 20), 'k', 'c' || g,
-		json_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', printf('%.400c', 'x')),
+		CASE WHEN pruned THEN json_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pruned', json('true'))
+			ELSE json_object('payer_id', 'P' || (g % 20), 'amount', '100.00', 'pad', printf('%.400c', 'x')) END,
 		st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
 		CASE st WHEN 'pending' THEN t ELSE t + 2000000 END, CASE st WHEN 'delivered' THEN t + 2000000 END,
-		CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END FROM r`,
+		CASE st WHEN 'dead' THEN 'HTTP 500' ELSE '' END, pruned FROM r`,
 	// One attempt a delivered row, 25 a dead one: the rows this batch wrote
 	// are the newest ids.
 	sqliteFiles + `, a(a) AS (SELECT 1 UNION ALL SELECT a + 1 FROM a WHERE a < 25)
@@ -174,7 +185,7 @@ var sqliteBatch = []string{
 		response)
 	 SELECT o.id, a, a, o.updated_at, 4000, CASE o.status WHEN 'dead' THEN 500 ELSE 200 END, o.status, '', 0, ''
 	 FROM outbox o, a WHERE o.id > (SELECT coalesce(max(outbox_id), 0) FROM outbox_attempt)
-	   AND o.status <> 'pending' AND (a = 1 OR o.status = 'dead') AND ?1 > 0 AND ?2 IS NOT NULL
+	   AND o.status <> 'pending' AND o.payload_pruned = 0 AND (a = 1 OR o.status = 'dead') AND ?1 > 0 AND ?2 IS NOT NULL
 	   AND ?3 IS NOT NULL AND ?4 > 0 AND ?5 > 0 AND (SELECT count(*) FROM f) > 0`,
 	sqliteFiles + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 10)
 	 INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,

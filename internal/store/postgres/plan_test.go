@@ -108,6 +108,8 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 		{"ReapExpired", func() error { _, err := s.ReapExpired(ctx, now); return err }},
 		// A pass as retention runs it: the oldest day's rows are due.
 		{"Prune", func() error { _, err := s.Prune(ctx, now.Add(-59*24*time.Hour), 100); return err }},
+		// Payloads of rows a month old, as retention.payloads prunes them.
+		{"PrunePayloads", func() error { _, err := s.PrunePayloads(ctx, now.Add(-30*24*time.Hour), 100); return err }},
 	}
 	for _, c := range calls {
 		rec.start()
@@ -120,6 +122,10 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 			t.Fatalf("%s ran no statement", c.name)
 		}
 		for _, st := range stmts {
+			switch strings.ToLower(strings.TrimSpace(st.sql)) {
+			case "begin", "commit", "rollback":
+				continue // a transaction's bounds: nothing to plan
+			}
 			scans, err := seqScans(ctx, s, st)
 			if err != nil {
 				t.Fatalf("%s: explain: %v\n%s", c.name, err, st.sql)

@@ -1711,6 +1711,61 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 	return total, nil
 }
 
+// PrunePayloads implements store.Store.
+func (s *Store) PrunePayloads(ctx context.Context, before time.Time, batch int) (int, error) {
+	total := 0
+	for {
+		n, err := s.prunePayloadBatch(ctx, before, batch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("prune payloads: %w", err)
+		}
+		if n < batch {
+			return total, nil
+		}
+	}
+}
+
+// prunePayloadBatch prunes the payloads of up to batch rows in one
+// transaction. A row is read and rewritten under its row lock: a replica
+// pruning at once skips it.
+func (s *Store) prunePayloadBatch(ctx context.Context, before time.Time, batch int) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx)
+	rows, err := tx.Query(ctx, `SELECT id, `+payloadCol+` FROM outbox
+		WHERE status IN ('delivered', 'discarded') AND NOT payload_pruned AND updated_at < $1
+		ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED`, before, batch)
+	if err != nil {
+		return 0, err
+	}
+	var ids []int64
+	var residues [][]byte
+	for rows.Next() {
+		var id int64
+		var p []byte
+		if err := rows.Scan(&id, &p); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		ids, residues = append(ids, id), append(residues, outbox.PayloadResidue(p))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE outbox SET payload_packed = v.p, payload_json = NULL, payload_pruned = true
+		FROM unnest($1::bigint[], $2::bytea[]) v(id, p) WHERE outbox.id = v.id`, ids, residues); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM outbox_attempt WHERE outbox_id = ANY($1)`, ids); err != nil {
+		return 0, err
+	}
+	return len(ids), tx.Commit(ctx)
+}
+
 // The row counts Counts reads.
 const (
 	countInboxSQL     = "SELECT status, count(*) FROM inbox GROUP BY status"

@@ -168,6 +168,8 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 		{"Claim", func() error { _, err := s.Claim(ctx, now, []string{"ledger", "acks"}, 64, time.Minute); return err }},
 		{"ReapExpired", func() error { _, err := s.ReapExpired(ctx, now); return err }},
 		{"Prune", func() error { _, err := s.Prune(ctx, now.Add(-59*24*time.Hour), 100); return err }},
+		// Payloads of rows a month old, as retention.payloads prunes them.
+		{"PrunePayloads", func() error { _, err := s.PrunePayloads(ctx, now.Add(-30*24*time.Hour), 100); return err }},
 	}
 	for _, c := range calls {
 		rec.start()

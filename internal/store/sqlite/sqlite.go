@@ -1514,6 +1514,64 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 	})
 }
 
+// PrunePayloads implements store.Store. Each batch is a transaction of
+// its own, so a pass holds SQLite's write lock for one batch at a time.
+func (s *Store) PrunePayloads(ctx context.Context, before time.Time, batch int) (int, error) {
+	total := 0
+	for {
+		n, err := s.prunePayloadBatch(ctx, before, batch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("prune payloads: %w", err)
+		}
+		if n < batch {
+			return total, nil
+		}
+	}
+}
+
+func (s *Store) prunePayloadBatch(ctx context.Context, before time.Time, batch int) (int, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT id, stored_payload FROM outbox
+		WHERE status IN ('delivered', 'discarded') AND payload_pruned = 0 AND updated_at < ?
+		ORDER BY updated_at LIMIT ?`, us(before), batch)
+	if err != nil {
+		return 0, err
+	}
+	type pruned struct {
+		id      int64
+		residue []byte
+	}
+	var due []pruned
+	for rows.Next() {
+		var id int64
+		var p []byte
+		if err := rows.Scan(&id, &p); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		due = append(due, pruned{id, outbox.PayloadResidue(p)})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(due) == 0 {
+		return 0, err
+	}
+	for _, p := range due {
+		if _, err := tx.ExecContext(ctx, `UPDATE outbox SET stored_payload = ?, payload_pruned = 1 WHERE id = ?`,
+			p.residue, p.id); err != nil {
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM outbox_attempt WHERE outbox_id = ?`, p.id); err != nil {
+			return 0, err
+		}
+	}
+	return len(due), tx.Commit()
+}
+
 // The row counts Counts reads.
 const (
 	countInboxSQL     = "SELECT status, count(*) FROM inbox GROUP BY status"

@@ -150,6 +150,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"ControlNumbers":                      testControlNumbers,
 		"AnswerLookup":                        testAnswerLookup,
 		"Prune":                               testPrune,
+		"PrunePayloads":                       testPrunePayloads,
 		"MigrateTwiceConcurrently":            testMigrateAgain,
 		"RejectedKeyReclaimedSameHash":        testRejectedKeyClaimedByNextProcessing,
 		"EffectConflictNotBusinessDup":        testEffectConflict,

@@ -79,15 +79,16 @@ const pgFiles = `generate_series($4::int, $5::int) g, LATERAL (SELECT $3::timest
 var pgBatch = []string{
 	`INSERT INTO remote_file (source, path, size, mtime, sha256, status, sets, post_done, correlation_id,
 		created_at, updated_at)
-	 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, md5(g::text),
+	 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, (md5(g::text) || md5(g || 'h')),
 		CASE WHEN g % 997 = 0 THEN 'rejected' ELSE 'ingested' END, 10, g % 2 = 0, 'c' || g, t, t
 	 FROM ` + pgFiles,
-	`INSERT INTO inbox (key, status, content_hash, set_type, summary, source, path, file_sha256, correlation_id,
-		created_at, updated_at)
-	 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, 'processed',
-		md5(g || ':' || n), '835', jsonb_build_object('payer_id', 'P' || (g % 20), 'trace_number',
+	`INSERT INTO inbox (key, key_sans_isa13, status, content_hash, set_type, summary, source, path, file_sha256,
+		correlation_id, created_at, updated_at)
+	 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n,
+		'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US::P:US:' || g || ':835:' || n, 'processed',
+		(md5(g || ':' || n) || md5(g || ':h' || n)), '835', jsonb_build_object('payer_id', 'P' || (g % 20), 'trace_number',
 		'T' || g || '-' || n, 'amount', '100.00', 'balanced', true), 'src' || (g % 3), '/in/f' || g || '.835',
-		md5(g::text), 'c' || g, t, t
+		(md5(g::text) || md5(g || 'h')), 'c' || g, t, t
 	 FROM ` + pgFiles + `, generate_series(1, 10) n`,
 	`INSERT INTO outbox (id, effect_key, kind, sink, ordering_key, inbox_key, correlation_id, payload_json, status,
 		attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error, payload_pruned)
@@ -115,8 +116,8 @@ var pgBatch = []string{
 	`INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id, original_correlation_id,
 		created_at)
 	 SELECT CASE WHEN g % 300 = 0 THEN 'conflict' ELSE 'duplicate' END,
-		'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, md5(g || ':' || n),
-		'src' || (g % 3), '/in/f' || g || '.835.again', md5(g::text), 'c' || g || 'r', 'c' || g, t + interval '1 hour'
+		'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, (md5(g || ':' || n) || md5(g || ':h' || n)),
+		'src' || (g % 3), '/in/f' || g || '.835.again', (md5(g::text) || md5(g || 'h')), 'c' || g || 'r', 'c' || g, t + interval '1 hour'
 	 FROM ` + pgFiles + `, generate_series(1, 10) n WHERE g % 33 = 0`,
 }
 
@@ -155,14 +156,15 @@ const sqliteFiles = `WITH RECURSIVE g(g) AS (SELECT ?4 UNION ALL SELECT g + 1 FR
 var sqliteBatch = []string{
 	sqliteFiles + ` INSERT INTO remote_file (source, path, size, mtime, sha256, status, sets, post_done,
 		correlation_id, created_at, updated_at)
-	 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, hex(g), CASE WHEN g % 997 = 0 THEN 'rejected'
+	 SELECT 'src' || (g % 3), '/in/f' || g || '.835', 40000, t, printf('%064x', g), CASE WHEN g % 997 = 0 THEN 'rejected'
 		ELSE 'ingested' END, 10, g % 2 = 0, 'c' || g, t, t FROM f`,
 	sqliteFiles + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 10)
-	 INSERT INTO inbox (key, status, content_hash, set_type, summary, source, path, file_sha256, correlation_id,
-		created_at, updated_at)
-	 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, 'processed',
-		hex(g * 100 + n), '835', json_object('payer_id', 'P' || (g % 20), 'trace_number', 'T' || g || '-' || n,
-		'amount', '100.00', 'balanced', json('true')), 'src' || (g % 3), '/in/f' || g || '.835', hex(g),
+	 INSERT INTO inbox (key, key_sans_isa13, status, content_hash, set_type, summary, source, path, file_sha256,
+		correlation_id, created_at, updated_at)
+	 SELECT 'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n,
+		'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US::P:US:' || g || ':835:' || n, 'processed',
+		printf('%064x', g * 100 + n), '835', json_object('payer_id', 'P' || (g % 20), 'trace_number', 'T' || g || '-' || n,
+		'amount', '100.00', 'balanced', json('true')), 'src' || (g % 3), '/in/f' || g || '.835', printf('%064x', g),
 		'c' || g, t, t FROM f, n`,
 	sqliteFiles + `, n(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n WHERE n < 11),
 	 q AS (SELECT g, n, t, CASE WHEN (g * 11 + n) % 100 = 0 THEN 'dead' WHEN g > ?1 - 20 THEN 'pending'
@@ -191,8 +193,8 @@ var sqliteBatch = []string{
 	 INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
 		original_correlation_id, created_at)
 	 SELECT CASE WHEN g % 300 = 0 THEN 'conflict' ELSE 'duplicate' END,
-		'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, hex(g * 100 + n),
-		'src' || (g % 3), '/in/f' || g || '.835.again', hex(g), 'c' || g || 'r', 'c' || g, t + 3600000000
+		'x12:P:ZZ:PAYER' || (g % 20) || ':ZZ:US:' || g || ':P:US:' || g || ':835:' || n, printf('%064x', g * 100 + n),
+		'src' || (g % 3), '/in/f' || g || '.835.again', printf('%064x', g), 'c' || g || 'r', 'c' || g, t + 3600000000
 	 FROM f, n WHERE g % 33 = 0`,
 }
 

@@ -172,9 +172,12 @@ func collectCount(query func(string) (Rows, func(), error), sql string, m map[st
 
 // LastFileTimesSQL is LastFileTimes in both drivers: a skip scan of the
 // index of recorded files by source (migration 0016), one probe per
-// source, returning (source, newest updated_at) rows.
+// source, returning (source, newest updated_at) rows. Each read of the
+// ledger names it "remote_file r", so a driver may pin the index there
+// (SQLite, which otherwise reads every recorded file through the index
+// by status).
 const LastFileTimesSQL = `WITH RECURSIVE src(source) AS (
-	SELECT max(source) FROM remote_file WHERE status IN ('ingested', 'rejected')
+	SELECT max(r.source) FROM remote_file r WHERE r.status IN ('ingested', 'rejected')
 	UNION ALL
 	SELECT (SELECT max(r.source) FROM remote_file r WHERE r.status IN ('ingested', 'rejected') AND r.source < src.source)
 	FROM src WHERE src.source IS NOT NULL)

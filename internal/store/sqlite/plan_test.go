@@ -267,3 +267,51 @@ func fullScans(db *sql.DB, st recordedStmt, partial map[string]bool) ([]string, 
 	}
 	return out, nil
 }
+
+var ledgerRead = regexp.MustCompile(`^(SEARCH|SCAN) (r|remote_file)\b`)
+
+// TestLastFileTimesProbesTheIndexBySource: every read of the ledger the
+// silence alarm makes is a probe of remote_file_source_recorded (one per
+// source), never a search by status, which reads every recorded file.
+func TestLastFileTimesProbesTheIndexBySource(t *testing.T) {
+	s, err := OpenWith(context.Background(), filepath.Join(t.TempDir(), "plan.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	if err := history.SQLite(ctx, s.db, 3000, 10, now, nil); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+lastFileTimesSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	reads := 0
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		if !ledgerRead.MatchString(detail) { // the statement names each read of the ledger r
+			continue
+		}
+		reads++
+		if !strings.Contains(detail, "INDEX remote_file_source_recorded") || !strings.Contains(detail, "source") {
+			t.Errorf("the ledger read by %q", detail)
+		}
+	}
+	if reads != 3 {
+		t.Errorf("%d reads of the ledger, want the three probes", reads)
+	}
+	got, err := s.LastFileTimes(ctx)
+	if err != nil || len(got) != 3 {
+		t.Errorf("last file times: %v %v, want three sources", got, err)
+	}
+}

@@ -1390,11 +1390,18 @@ func (s *Store) RecordFileProblem(ctx context.Context, f inbox.FileInfo, status 
 	return st, err
 }
 
+// lastFileTimesSQL pins store.LastFileTimesSQL's every probe to
+// remote_file_source_recorded: left to choose, SQLite reads every
+// recorded file through the index by status for the first max(source),
+// 20 ms at 100,000 files where a probe of the index by source takes
+// microseconds.
+var lastFileTimesSQL = strings.ReplaceAll(store.LastFileTimesSQL, "remote_file r",
+	"remote_file r INDEXED BY remote_file_source_recorded")
+
 // LastFileTimes returns, per source, when its newest file was recorded
 // (ingested or rejected): the silence alarm's reading (poller.Silence).
-
 func (s *Store) LastFileTimes(ctx context.Context) (map[string]time.Time, error) {
-	rows, err := s.db.QueryContext(ctx, store.LastFileTimesSQL)
+	rows, err := s.db.QueryContext(ctx, lastFileTimesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("last file times: %w", err)
 	}

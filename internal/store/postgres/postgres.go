@@ -1425,7 +1425,7 @@ func (s *Store) Discard(ctx context.Context, f outbox.DeadFilter, now time.Time)
 
 // Stats implements outbox.Store.
 // statsSQL counts the rows of each sink still to deliver (an index-only
-// scan of outbox_live, whatever the delivered history holds) and reads its
+// scan of outbox_open, whatever the delivered history holds) and reads its
 // dead rows' count from outbox_dead_count.
 const statsSQL = `SELECT sink, sum(pending)::bigint, sum(inflight)::bigint, sum(dead)::bigint, coalesce(min(oldest), $1)
 	FROM (SELECT sink, count(*) FILTER (WHERE status = 'pending') AS pending,

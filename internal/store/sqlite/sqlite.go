@@ -1251,7 +1251,7 @@ func (s *Store) Discard(ctx context.Context, f outbox.DeadFilter, now time.Time)
 
 // Stats implements outbox.Store.
 // statsSQL counts the rows of each sink still to deliver (from
-// outbox_live alone, whatever the delivered history holds) and reads its
+// outbox_open alone, whatever the delivered history holds) and reads its
 // dead rows' count from outbox_dead_count.
 const statsSQL = `SELECT sink, sum(pending), sum(inflight), sum(dead), coalesce(min(oldest), ?)
 	FROM (SELECT sink, status = 'pending' AS pending, status = 'inflight' AS inflight, 0 AS dead, created_at AS oldest

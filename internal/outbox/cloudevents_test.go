@@ -149,7 +149,7 @@ func TestOfficialReceiverAcceptsBothModes(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			drivers(t, func(t *testing.T, st store.Store) {
 				ctx := context.Background()
-				if _, err := storetest.Ingest(t, st, "a.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
+				if _, err := storetest.IngestNow(t, st, "a.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
 					t.Fatal(err)
 				}
 				ing, err := st.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "odd", MTime: time.Now(),
@@ -208,7 +208,7 @@ func TestOfficialReceiverAcceptsBothModes(t *testing.T) {
 func checkReceived(t *testing.T, mode string, row outbox.Row, got received) {
 	t.Helper()
 	if row.Status != outbox.StatusDelivered {
-		t.Errorf("row %d (%s) is %s", row.ID, row.Kind, row.Status)
+		t.Errorf("row %d (%s) is %s: %s", row.ID, row.Kind, row.Status, row.LastError)
 		return
 	}
 	var ack struct {

@@ -13,3 +13,12 @@ func TestSinkDisabledAlert(t *testing.T) {
 		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 }
+
+// TestStandbysAlert runs promtool's unit test of
+// EdiwatchPostProcessingWaitsForStandbys (prometheus/standbys_test.yml).
+func TestStandbysAlert(t *testing.T) {
+	out, err := exec.Command(promtool(t), "test", "rules", "prometheus/standbys_test.yml").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+}

@@ -1,5 +1,6 @@
 # Shared by scripts/test.sh and bench/*: installs what is missing and starts
-# a throwaway PostgreSQL and OpenSSH sshd on free loopback ports in a
+# a throwaway PostgreSQL, a second one with a streaming standby, and an
+# OpenSSH sshd on free loopback ports in a
 # temporary directory, exporting their coordinates (EDIWATCH_TEST_*), and
 # stops them on exit. Source it from bash after setting PG_FSYNC (on|off).
 log() { printf 'test.sh: %s\n' "$*" >&2; }
@@ -76,13 +77,13 @@ free_port() {
 
 tmp=$(mktemp -d /tmp/ediwatch-test.XXXXXX)
 chmod 755 "$tmp"
-pg_started= sshd_pid=
+pg_started= ha_started= ha_standby_started= sshd_pid=
 cleanup() {
 	local rc=$?
 	if [ "$rc" -ne 0 ]; then
 		# What the services said, for a failed run: an sshd or a
 		# PostgreSQL that stopped answering says why here.
-		for f in "$tmp/sshd.log" "$tmp/pgsock/pg.log"; do
+		for f in "$tmp/sshd.log" "$tmp/pgsock/pg.log" "$tmp/pgsock/ha.log" "$tmp/pgsock/ha-standby.log"; do
 			[ -s "$f" ] && { log "last lines of $f:"; tail -n 20 "$f" >&2; }
 		done
 		if [ -n "$sshd_pid" ] && ! kill -0 "$sshd_pid" 2>/dev/null; then
@@ -91,6 +92,13 @@ cleanup() {
 	fi
 	if [ -n "$pg_started" ]; then
 		runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -m immediate stop >/dev/null 2>&1 || true
+	fi
+	if [ -n "$ha_standby_started" ]; then
+		runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/ha-standby" -m immediate stop >/dev/null 2>&1 || true
+	fi
+	if [ -n "$ha_started" ]; then
+		# A test may have left its WAL sender stopped: it ends with the server.
+		runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/ha" -m immediate stop >/dev/null 2>&1 || true
 	fi
 	if [ -n "$sshd_pid" ]; then
 		kill "$sshd_pid" 2>/dev/null || true
@@ -118,6 +126,30 @@ runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -l "$tmp/pgsock/pg.log" -w 
 pg_started=1
 export EDIWATCH_TEST_POSTGRES="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
 log "postgres on 127.0.0.1:$pg_port"
+
+# A primary with one streaming standby (pg_basebackup -R), apart from the
+# server above so that the tests that stall its replication stall no
+# other test's.
+ha_port=$(free_port)
+mkdir -p "$tmp/ha" "$tmp/ha-standby"
+chown postgres: "$tmp/ha" "$tmp/ha-standby"
+chmod 700 "$tmp/ha-standby"
+runuser -u postgres -- "$pg_bin/initdb" -D "$tmp/ha" --no-sync -A trust -U postgres -E UTF8 >"$tmp/initdb-ha.log" 2>&1 ||
+	{ cat "$tmp/initdb-ha.log" >&2; exit 1; }
+runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/ha" -l "$tmp/pgsock/ha.log" -w -t 30 start \
+	-o "-c listen_addresses=127.0.0.1 -p $ha_port -k $tmp/pgsock -c max_connections=100 -c fsync=${PG_FSYNC:-on}" >/dev/null ||
+	{ cat "$tmp/pgsock/ha.log" >&2; exit 1; }
+ha_started=1
+ha_standby_port=$(free_port)
+runuser -u postgres -- "$pg_bin/pg_basebackup" -h 127.0.0.1 -p "$ha_port" -U postgres -D "$tmp/ha-standby" -R -X stream \
+	>"$tmp/basebackup.log" 2>&1 || { cat "$tmp/basebackup.log" >&2; exit 1; }
+runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/ha-standby" -l "$tmp/pgsock/ha-standby.log" -w -t 30 start \
+	-o "-c listen_addresses=127.0.0.1 -p $ha_standby_port -k $tmp/pgsock -c max_connections=100 -c fsync=${PG_FSYNC:-on}" >/dev/null ||
+	{ cat "$tmp/pgsock/ha-standby.log" >&2; exit 1; }
+ha_standby_started=1
+export EDIWATCH_TEST_POSTGRES_HA="postgres://postgres@127.0.0.1:$ha_port/postgres?sslmode=disable"
+export EDIWATCH_TEST_POSTGRES_HA_STANDBY="postgres://postgres@127.0.0.1:$ha_standby_port/postgres?sslmode=disable"
+log "postgres primary on 127.0.0.1:$ha_port, its standby on 127.0.0.1:$ha_standby_port"
 
 # OpenSSH sshd serving SFTP to a dedicated user, key-only, with its own
 # host key; the system sshd is not touched.

@@ -152,6 +152,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	}
 	d.relay = outbox.NewRelay(relayCfg, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
 	holder := store.NewHolderID()
+	waitStandbys := standbysWait(cfg.Store, st)
 	for _, sc := range cfg.Sources {
 		src, err := buildSource(sc)
 		if err != nil {
@@ -171,7 +172,8 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			Include: sc.Include, Exclude: sc.Exclude, PollInterval: sc.PollInterval.D(), StableFor: sc.StableFor.D(),
 			After: sc.After, MaxFilesPerPoll: sc.MaxFilesPerPoll, MaxFileSize: sc.MaxFileSize,
 			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads, MinAge: sc.MinAge.D(), DoneMarker: sc.DoneMarker,
-			IncompleteGrace: incompleteGrace(sc.IncompleteGrace.D()), Holder: holder, Decrypt: dec}, src,
+			IncompleteGrace: incompleteGrace(sc.IncompleteGrace.D()), Holder: holder, Decrypt: dec,
+			WaitForStandbys: waitStandbys}, src,
 			progressStore{Store: st, p: readyz.loop("poll loop "+sc.Name, pollStall(cfg, sc))},
 			inbox.Options{Routes: cfg.RoutesFor(sc.Name), Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
 			log.Named("poller"), m))

@@ -80,6 +80,23 @@ func openConsoleStore(ctx context.Context, c config.Store, st store.Store) (cons
 	return console, console.Close, nil
 }
 
+// standbyWait is how long a file's delete or move waits for the standbys
+// to hold its commit before the file is left for the next poll.
+const standbyWait = 5 * time.Second
+
+// standbysWait returns the wait of post-processing for the standbys that
+// store.wait_for_standbys asks for, nil when there is none to make (a
+// SQLite store, or 0).
+func standbysWait(c config.Store, st store.Store) func(context.Context) error {
+	pg, ok := st.(*postgres.Store)
+	all, n := c.Standbys()
+	if !ok || !all && n == 0 {
+		return nil
+	}
+	want := postgres.Standbys{All: all, N: n}
+	return func(ctx context.Context) error { return pg.WaitForStandbys(ctx, want, standbyWait) }
+}
+
 // checkSchema refuses a database migrated by a newer ediwatch: this build
 // would read and write it as the schema it knows (a column renamed, a
 // payload stored another way) and could deliver what it misreads. During

@@ -102,6 +102,21 @@ type Store struct {
 	// ConsoleTimeout bounds each statement of that pool (PostgreSQL's
 	// statement_timeout) and each console page's reading (default 15s).
 	ConsoleTimeout Duration `mapstructure:"console_timeout"`
+	// WaitForStandbys (PostgreSQL) is how many standbys must have flushed
+	// the commit that recorded a file before its delete or move: "auto"
+	// (default) every standby streaming from the primary at that moment,
+	// "0" none (no wait), or a number N for at least N.
+	WaitForStandbys string `mapstructure:"wait_for_standbys"`
+}
+
+// Standbys returns store.wait_for_standbys as every streaming standby
+// (all) or at least n; it is valid (Validate).
+func (s Store) Standbys() (all bool, n int) {
+	if s.WaitForStandbys == "auto" || s.WaitForStandbys == "" {
+		return true, 0
+	}
+	n, _ = strconv.Atoi(s.WaitForStandbys)
+	return false, n
 }
 
 // StoreMaxConns returns the pool size: store.max_conns when set, else one
@@ -378,7 +393,8 @@ func Default() Config {
 	relay := outbox.DefaultRelayConfig()
 	return Config{
 		Store: Store{Driver: "sqlite", DSN: "file:ediwatch.db", Migrate: true,
-			IngestTimeout: Duration(10 * time.Minute), ConsoleConns: 4, ConsoleTimeout: Duration(15 * time.Second)},
+			IngestTimeout: Duration(10 * time.Minute), ConsoleConns: 4, ConsoleTimeout: Duration(15 * time.Second),
+			WaitForStandbys: "auto"},
 		Routes: map[string][]string{},
 		Sinks:  map[string]Sink{},
 		Relay: Relay{Workers: relay.Workers, MaxAttempts: relay.MaxAttempts,
@@ -500,7 +516,7 @@ func Load(path string) (Config, error) {
 	def := Default()
 	// Every scalar key is made known so the environment can set it.
 	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "store.max_conns",
-		"store.ingest_timeout", "store.console_conns", "store.console_timeout", "relay.workers",
+		"store.ingest_timeout", "store.console_conns", "store.console_timeout", "store.wait_for_standbys", "relay.workers",
 		"relay.max_attempts", "relay.backoff.base", "relay.backoff.max", "relay.max_age", "relay.lease",
 		"retention.keys", "retention.replay_window", "retention.payloads", "http.listen", "log.level",
 		"console.listen", "console.token_file", "console.admin_token_file", "console.tls_cert_file",
@@ -549,6 +565,8 @@ func lookup(c Config, key string) any {
 		return c.Store.ConsoleConns
 	case "store.console_timeout":
 		return c.Store.ConsoleTimeout.String()
+	case "store.wait_for_standbys":
+		return c.Store.WaitForStandbys
 	case "relay.workers":
 		return c.Relay.Workers
 	case "relay.max_attempts":
@@ -651,6 +669,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Store.IngestTimeout <= 0 {
 		bad("store.ingest_timeout", "must be positive", c.Store.IngestTimeout.D())
+	}
+	if w := c.Store.WaitForStandbys; w != "auto" {
+		if n, err := strconv.Atoi(w); err != nil || n < 0 {
+			bad("store.wait_for_standbys", "must be auto or a number of standbys (0: no wait)", quote(w))
+		}
 	}
 	if c.Store.ConsoleConns < 1 {
 		bad("store.console_conns", "must be at least 1", c.Store.ConsoleConns)

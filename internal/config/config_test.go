@@ -306,3 +306,33 @@ sources:
 		t.Fatal(err)
 	}
 }
+
+// TestWaitForStandbys: store.wait_for_standbys is every streaming standby
+// by default ("auto"), none for 0, and at least N for a number, written
+// bare in YAML or set from the environment.
+func TestWaitForStandbys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	for _, tc := range []struct {
+		yaml string
+		env  string
+		all  bool
+		n    int
+	}{
+		{"", "", true, 0},
+		{"store: {wait_for_standbys: 0}\n", "", false, 0},
+		{"store: {wait_for_standbys: 2}\n", "", false, 2},
+		{"store: {wait_for_standbys: auto}\n", "1", false, 1},
+	} {
+		os.WriteFile(path, []byte(tc.yaml), 0o600)
+		if tc.env != "" {
+			t.Setenv("EDIWATCH_STORE_WAIT_FOR_STANDBYS", tc.env)
+		}
+		c, err := Load(path)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.yaml, err)
+		}
+		if all, n := c.Store.Standbys(); all != tc.all || n != tc.n {
+			t.Errorf("%q (env %q): all %v n %d, want %v %d", tc.yaml, tc.env, all, n, tc.all, tc.n)
+		}
+	}
+}

@@ -25,6 +25,12 @@ type Metrics struct {
 	// SourceLastFile and SourceOverdue are the silence alarm of a source.
 	SourceLastFile *prometheus.GaugeVec // source: unix seconds of its last new file
 	SourceOverdue  *prometheus.GaugeVec // source: 1 once no new file came for longer than expect_every
+	// PostProcessWaiting and PostProcessWaitingSeconds: files whose delete
+	// or move waits for the standbys to hold their commit
+	// (store.wait_for_standbys), as of the source's last poll, and for how
+	// long post-processing has been held.
+	PostProcessWaiting        *prometheus.GaugeVec // source
+	PostProcessWaitingSeconds *prometheus.GaugeVec // source
 
 	Deliveries      *prometheus.CounterVec   // sink, outcome
 	DeliveryLatency *prometheus.HistogramVec // sink
@@ -77,6 +83,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "When the source's last new file was recorded (ingested or rejected), by any replica; 0 before its first."}, []string{"source"})
 	m.SourceOverdue = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_source_overdue",
 		Help: "1 once the source has sent no new file for longer than its expect_every (counted from its last file, or from this process's start before any)."}, []string{"source"})
+	m.PostProcessWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_postprocess_waiting",
+		Help: "Files whose delete or move waits for the standbys to hold the commit that recorded them (store.wait_for_standbys), as of the source's last poll."}, []string{"source"})
+	m.PostProcessWaitingSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_postprocess_waiting_seconds",
+		Help: "How long the source's deletes and moves have waited for the standbys; 0 while they do not."}, []string{"source"})
 	m.Deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_deliveries_total",
 		Help: "Delivery attempts, by sink and outcome (delivered, retry, dead, snoozed, gone: a 410 that disabled the sink)."}, []string{"sink", "outcome"})
 	m.DeliveryLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ediwatch_delivery_duration_seconds",
@@ -110,7 +120,8 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Deliveries, m.DeliveryLatency, m.BreakerState, m.LeaseLost,
 		m.OutboxPending, m.OutboxDead, m.OutboxOldestPending, m.BuildInfo)
 	reg.MustRegister(m.FilesListed, m.FilesDownloaded, m.FilesSkipped, m.FilesFailed, m.BytesDownloaded,
-		m.PollDuration, m.PollErrors, m.Sets, m.Unbalanced, m.PostProcessed, m.SourceLastFile, m.SourceOverdue)
+		m.PollDuration, m.PollErrors, m.Sets, m.Unbalanced, m.PostProcessed, m.SourceLastFile, m.SourceOverdue,
+		m.PostProcessWaiting, m.PostProcessWaitingSeconds)
 	return m
 }
 
@@ -122,9 +133,11 @@ func (m *Metrics) Init(sources, sinks []string) {
 		m.FilesListed.WithLabelValues(s)
 		m.SourceLastFile.WithLabelValues(s)
 		m.SourceOverdue.WithLabelValues(s)
+		m.PostProcessWaiting.WithLabelValues(s)
+		m.PostProcessWaitingSeconds.WithLabelValues(s)
 		m.FilesDownloaded.WithLabelValues(s)
 		m.BytesDownloaded.WithLabelValues(s)
-		for _, stage := range []string{"lease", "list", "ledger", "download", "ingest", "post_process"} {
+		for _, stage := range []string{"lease", "list", "ledger", "download", "ingest", "post_process", "standbys"} {
 			m.PollErrors.WithLabelValues(s, stage)
 		}
 		for _, r := range []string{"download", "ingest", "too_large", "gave_up"} {

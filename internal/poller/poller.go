@@ -106,6 +106,14 @@ type Config struct {
 	// with its reason (no acknowledgment: nothing was read) and counted in
 	// ediwatch_files_decrypt_failed_total.
 	Decrypt *pgp.Decrypter
+	// WaitForStandbys, when set, returns nil once every commit the store
+	// made so far is as durable as the operator's database promises
+	// (store.wait_for_standbys: flushed by its standbys). A file's delete
+	// or move, which cannot be undone, runs only after it has: a file whose
+	// ingest a failover would roll back stays in the drop, recorded, and
+	// is post-processed by a later poll once the standbys hold it.
+	// Ingest never waits for it.
+	WaitForStandbys func(ctx context.Context) error
 }
 
 // DefaultIncompleteGrace is the IncompleteGrace of a zero Config.
@@ -147,6 +155,12 @@ type Poller struct {
 	// while its post-processing fails, later polls retry it without
 	// downloading it again.
 	verified map[string]fileVersion
+	// behindUntil: after the standbys were found behind, the rest of the
+	// files' post-processing is left for later without asking again
+	// until then; heldSince is when they were first found behind (zero
+	// while they are not); waiting counts the files left this poll.
+	behindUntil, heldSince time.Time
+	waiting                int
 }
 
 // fileVersion is a file's size and mtime as listed.
@@ -283,6 +297,10 @@ func (s *Stats) add(o Stats) {
 func (p *Poller) PollOnce(ctx context.Context) (Stats, error) {
 	var total Stats
 	var errs []error
+	p.mu.Lock()
+	p.waiting = 0
+	p.mu.Unlock()
+	defer p.setWaiting()
 	for _, dir := range p.cfg.Directories {
 		start := time.Now()
 		st, err := p.pollDir(ctx, dir)
@@ -293,6 +311,22 @@ func (p *Poller) PollOnce(ctx context.Context) (Stats, error) {
 		}
 	}
 	return total, errors.Join(errs...)
+}
+
+// setWaiting sets the gauges of the files whose post-processing waits
+// for the standbys, as of the poll that just ended.
+func (p *Poller) setWaiting() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting == 0 {
+		p.heldSince = time.Time{} // nothing left waiting
+	}
+	held := 0.0
+	if !p.heldSince.IsZero() {
+		held = p.now().Sub(p.heldSince).Seconds()
+	}
+	p.m.PostProcessWaiting.WithLabelValues(p.cfg.Name).Set(float64(p.waiting))
+	p.m.PostProcessWaitingSeconds.WithLabelValues(p.cfg.Name).Set(held)
 }
 
 type candidate struct {
@@ -1220,6 +1254,9 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence in
 			return false
 		}
 	}
+	if !p.standbysHold(ctx, log) {
+		return false
+	}
 	action := "delete"
 	if p.cfg.After != "delete" {
 		action = "move"
@@ -1254,6 +1291,44 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence in
 	}
 	p.m.PostProcessed.WithLabelValues(p.cfg.Name, action).Inc()
 	return true
+}
+
+// standbysHold reports whether the standbys hold every commit so far
+// (Config.WaitForStandbys), so a file's delete or move may run. When they
+// do not, the file is counted as waiting and left for a later poll; the
+// rest of this poll's files are then left without asking again.
+func (p *Poller) standbysHold(ctx context.Context, log *zap.Logger) bool {
+	if p.cfg.WaitForStandbys == nil {
+		return true
+	}
+	p.mu.Lock()
+	behind := p.now().Before(p.behindUntil)
+	if behind {
+		p.waiting++
+	}
+	p.mu.Unlock()
+	if behind {
+		return false
+	}
+	err := p.cfg.WaitForStandbys(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		p.heldSince = time.Time{}
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	now := p.now()
+	p.waiting++
+	p.behindUntil = now.Add(max(p.cfg.PollInterval/2, time.Second))
+	if p.heldSince.IsZero() {
+		p.heldSince = now
+	}
+	p.m.PollErrors.WithLabelValues(p.cfg.Name, "standbys").Inc()
+	log.Warn("delete or move left in the drop until the standbys hold its commit; retried next poll", zap.Error(err))
+	return false
 }
 
 // dispose deletes or moves (as name) the file at from, as after: says. A

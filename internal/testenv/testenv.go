@@ -30,6 +30,13 @@ func need(t testing.TB, name string) string {
 // PostgresURL returns the URL of the test PostgreSQL server.
 func PostgresURL(t testing.TB) string { return need(t, "EDIWATCH_TEST_POSTGRES") }
 
+// PostgresHA returns the URLs of the test PostgreSQL primary that has a
+// streaming standby, and of that standby: a server of their own, so a
+// test may stall its replication.
+func PostgresHA(t testing.TB) (primary, standby string) {
+	return need(t, "EDIWATCH_TEST_POSTGRES_HA"), need(t, "EDIWATCH_TEST_POSTGRES_HA_STANDBY")
+}
+
 // SSHD describes the test OpenSSH server.
 type SSHD struct {
 	Addr       string // host:port

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +24,12 @@ var seq atomic.Int64
 // before the test ends.
 func New(t testing.TB, opts postgres.Options) *postgres.Store {
 	t.Helper()
-	url := testenv.PostgresURL(t)
+	return NewAt(t, testenv.PostgresURL(t), opts)
+}
+
+// NewAt is New on the server at url.
+func NewAt(t testing.TB, url string, opts postgres.Options) *postgres.Store {
+	t.Helper()
 	opts.Schema = fmt.Sprintf("t_%d_%d", time.Now().UnixNano()%1e9, seq.Add(1))
 	ctx := context.Background()
 	s, err := postgres.Open(ctx, url, opts)
@@ -38,4 +44,44 @@ func New(t testing.TB, opts postgres.Options) *postgres.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// StallReplication stops the WAL sender of every standby streaming from
+// the primary s is on (SIGSTOP: the standby stays "streaming", as under
+// ordinary replication lag, but flushes nothing more) and returns the
+// function that lets it go on. The test's cleanup lets it go on too.
+func StallReplication(t testing.TB, s *postgres.Store) func() {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `SELECT pid FROM pg_stat_replication WHERE state = 'streaming'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	rows.Close()
+	if len(pids) == 0 {
+		t.Fatal("no standby streams from the test primary")
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("stop the WAL sender %d (the tests run as root, or as the postgres user): %v", pid, err)
+		}
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGCONT)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	return resume
 }

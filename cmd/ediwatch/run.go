@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/sink"
 	"github.com/ediwatch/ediwatch/internal/sink/sftpsink"
 	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/postgres"
 )
 
 // shutdownGrace bounds how long a stop waits for in-flight work.
@@ -94,7 +96,17 @@ type daemon struct {
 func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready func(*daemon)) error {
 	storeCfg := cfg.Store
 	storeCfg.MaxConns = cfg.StoreMaxConns()
-	st, err := openStore(ctx, storeCfg, true)
+	// A failover (or a restore into another cluster) may have taken
+	// recent commits with it: each poller asks the store again about the
+	// files it remembered, so a file whose ingestion is gone is ingested
+	// again. The pollers are made below; a failover is noticed only on a
+	// connection made after.
+	var failovers atomic.Pointer[func(old, new postgres.ServerIdentity)]
+	st, err := openStoreWatched(ctx, storeCfg, true, func(old, new postgres.ServerIdentity) {
+		if f := failovers.Load(); f != nil {
+			(*f)(old, new)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -178,6 +190,16 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			inbox.Options{Routes: cfg.RoutesFor(sc.Name), Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
 			log.Named("poller"), m))
 	}
+
+	onFailover := func(old, new postgres.ServerIdentity) {
+		m.StoreFailovers.Inc()
+		log.Warn("the database is another server than before: a failover or a restore; files the pollers knew are checked against the store again",
+			zap.Stringer("old", old), zap.Stringer("new", new))
+		for _, p := range d.pollers {
+			p.Reverify()
+		}
+	}
+	failovers.Store(&onFailover)
 
 	cs, err := newConsole(cfg, reads, d.relay.BreakerStates, log)
 	if err != nil {

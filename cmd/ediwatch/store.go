@@ -20,6 +20,14 @@ import (
 // store.max_conns when set (else the driver's default), and, unless
 // store.migrate is off (or migrate is false), applies pending migrations.
 func openStore(ctx context.Context, c config.Store, migrate bool) (store.Store, error) {
+	return openStoreWatched(ctx, c, migrate, nil)
+}
+
+// openStoreWatched is openStore whose PostgreSQL store tells onFailover
+// when a new connection reaches another server than the last one
+// (postgres.Options.OnFailover).
+func openStoreWatched(ctx context.Context, c config.Store, migrate bool,
+	onFailover func(old, new postgres.ServerIdentity)) (store.Store, error) {
 	dsn, err := c.ResolveDSN()
 	if err != nil {
 		return nil, err
@@ -27,7 +35,7 @@ func openStore(ctx context.Context, c config.Store, migrate bool) (store.Store, 
 	var s store.Store
 	switch c.Driver {
 	case "postgres":
-		s, err = postgres.Open(ctx, dsn, postgres.Options{MaxConns: int32(c.MaxConns)})
+		s, err = postgres.Open(ctx, dsn, postgres.Options{MaxConns: int32(c.MaxConns), OnFailover: onFailover})
 	case "sqlite":
 		s, err = sqlite.OpenWith(ctx, dsn, sqlite.Options{MaxConns: c.MaxConns})
 	default:

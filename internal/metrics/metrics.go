@@ -31,6 +31,9 @@ type Metrics struct {
 	// long post-processing has been held.
 	PostProcessWaiting        *prometheus.GaugeVec // source
 	PostProcessWaitingSeconds *prometheus.GaugeVec // source
+	// StoreFailovers counts the times a new connection reached another
+	// PostgreSQL server than the last (a promoted standby, a restore).
+	StoreFailovers prometheus.Counter
 
 	Deliveries      *prometheus.CounterVec   // sink, outcome
 	DeliveryLatency *prometheus.HistogramVec // sink
@@ -87,6 +90,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Files whose delete or move waits for the standbys to hold the commit that recorded them (store.wait_for_standbys), as of the source's last poll."}, []string{"source"})
 	m.PostProcessWaitingSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ediwatch_postprocess_waiting_seconds",
 		Help: "How long the source's deletes and moves have waited for the standbys; 0 while they do not."}, []string{"source"})
+	m.StoreFailovers = prometheus.NewCounter(prometheus.CounterOpts{Name: "ediwatch_store_failovers_total",
+		Help: "Times a new connection reached another PostgreSQL server than the last one (a standby promoted by a failover, or another cluster); the pollers then check the files they knew against the store again."})
 	m.Deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_deliveries_total",
 		Help: "Delivery attempts, by sink and outcome (delivered, retry, dead, snoozed, gone: a 410 that disabled the sink)."}, []string{"sink", "outcome"})
 	m.DeliveryLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ediwatch_delivery_duration_seconds",
@@ -121,7 +126,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.OutboxPending, m.OutboxDead, m.OutboxOldestPending, m.BuildInfo)
 	reg.MustRegister(m.FilesListed, m.FilesDownloaded, m.FilesSkipped, m.FilesFailed, m.BytesDownloaded,
 		m.PollDuration, m.PollErrors, m.Sets, m.Unbalanced, m.PostProcessed, m.SourceLastFile, m.SourceOverdue,
-		m.PostProcessWaiting, m.PostProcessWaitingSeconds)
+		m.PostProcessWaiting, m.PostProcessWaitingSeconds, m.StoreFailovers)
 	return m
 }
 

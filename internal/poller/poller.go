@@ -226,6 +226,19 @@ func New(cfg Config, src Source, st Store, ing inbox.Options, log *zap.Logger, m
 		leases: map[string]int64{}, final: map[string]map[string]fileVersion{}, verified: map[string]fileVersion{}}
 }
 
+// Reverify drops what this poller remembers of the ledger (files it
+// found final, files it found ingested and not yet post-processed), so
+// its next poll asks the store about every listed file again: after the
+// database failed over to a server that may lack recent commits, a file
+// whose ingestion that server does not have is ingested again, and one
+// it does have is not.
+func (p *Poller) Reverify() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.final = map[string]map[string]fileVersion{}
+	p.verified = map[string]fileVersion{}
+}
+
 // Run polls every PollInterval (with jitter) until ctx is cancelled, then
 // returns nil. Poll errors are logged and counted; they do not stop it.
 func (p *Poller) Run(ctx context.Context) error {

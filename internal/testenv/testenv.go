@@ -30,6 +30,11 @@ func need(t testing.TB, name string) string {
 // PostgresURL returns the URL of the test PostgreSQL server.
 func PostgresURL(t testing.TB) string { return need(t, "EDIWATCH_TEST_POSTGRES") }
 
+// PostgresBin returns the directory of the PostgreSQL server's programs
+// (initdb, pg_ctl, pg_basebackup), for a test that builds a cluster of
+// its own.
+func PostgresBin(t testing.TB) string { return need(t, "EDIWATCH_TEST_PG_BIN") }
+
 // PostgresHA returns the URLs of the test PostgreSQL primary that has a
 // streaming standby, and of that standby: a server of their own, so a
 // test may stall its replication.

@@ -110,6 +110,12 @@ type Options struct {
 	// StatementTimeout, when set, is every statement's statement_timeout:
 	// the server cancels a statement that runs longer (SQLSTATE 57014).
 	StatementTimeout time.Duration
+	// OnFailover, when set, is told (on a goroutine of its own) when a new
+	// connection reaches another server than the last one did, or than
+	// the store recorded before this process: a standby promoted by a
+	// failover (the next timeline) or another cluster. The store records
+	// each server it reaches (migration 0019).
+	OnFailover func(old, new ServerIdentity)
 }
 
 // Open connects to url. It does not migrate.
@@ -129,6 +135,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	if opts.Tracer != nil {
 		cfg.ConnConfig.Tracer = opts.Tracer
+	}
+	if opts.OnFailover != nil {
+		w := &identityWatch{onChange: opts.OnFailover}
+		cfg.AfterConnect = w.afterConnect
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -90,7 +90,7 @@ func openConsoleStore(ctx context.Context, c config.Store, st store.Store) (cons
 
 // standbyWait is how long a file's delete or move waits for the standbys
 // to hold its commit before the file is left for the next poll.
-const standbyWait = 5 * time.Second
+const standbyWait = time.Second
 
 // standbysWait returns the wait of post-processing for the standbys that
 // store.wait_for_standbys asks for, nil when there is none to make (a

@@ -52,7 +52,15 @@ func NewAt(t testing.TB, url string, opts postgres.Options) *postgres.Store {
 // function that lets it go on. The test's cleanup lets it go on too.
 func StallReplication(t testing.TB, s *postgres.Store) func() {
 	t.Helper()
-	rows, err := s.Pool().Query(context.Background(), `SELECT pid FROM pg_stat_replication WHERE state = 'streaming'`)
+	return StallWALSenders(t, s.Pool())
+}
+
+// StallWALSenders is StallReplication on the primary q queries.
+func StallWALSenders(t testing.TB, q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}) func() {
+	t.Helper()
+	rows, err := q.Query(context.Background(), `SELECT pid FROM pg_stat_replication WHERE state = 'streaming'`)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,11 @@ func openStoreWatched(ctx context.Context, c config.Store, migrate bool,
 	if err != nil {
 		return nil, err
 	}
+	if c.Driver == "postgres" && c.DSNFile != "" {
+		if err := config.CheckPostgresDSN(dsn); err != nil {
+			return nil, &exitError{code: 2, err: err}
+		}
+	}
 	var s store.Store
 	switch c.Driver {
 	case "postgres":

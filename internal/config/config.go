@@ -135,6 +135,35 @@ func (c Config) StoreMaxConns() int {
 	return n
 }
 
+// multiHostRule returns what a PostgreSQL URL naming several hosts (a
+// replicated cluster: "postgres://u@db1:5432,db2:5432/db") breaks, "" when
+// nothing: without target_session_attrs=read-write (or primary) a
+// connection may reach a standby, where every write fails, and a
+// reconnect after a failover may not find the new primary.
+func multiHostRule(u *url.URL) string {
+	if !strings.Contains(u.Host, ",") {
+		return ""
+	}
+	switch u.Query().Get("target_session_attrs") {
+	case "read-write", "primary":
+		return ""
+	}
+	return "names several hosts: add target_session_attrs=read-write, so every connection and every reconnect after a failover reaches the primary"
+}
+
+// CheckPostgresDSN checks a PostgreSQL URL read from store.dsn_file as
+// Validate checks store.dsn, for what it can tell without a password.
+func CheckPostgresDSN(dsn string) error {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil // a keyword/value DSN: the driver parses it
+	}
+	if rule := multiHostRule(u); rule != "" {
+		return fmt.Errorf("store.dsn_file: the DSN %s", rule)
+	}
+	return nil
+}
+
 // ResolveDSN returns the DSN, read from DSNFile when set.
 func (s Store) ResolveDSN() (string, error) {
 	if s.DSNFile == "" {
@@ -662,6 +691,8 @@ func (c *Config) Validate() error {
 			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(Redact(c.Store.DSN)))
 		} else if queryPassword(u) {
 			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(sink.RedactURL(c.Store.DSN)))
+		} else if rule := multiHostRule(u); rule != "" {
+			bad("store.dsn", rule, quote(Redact(c.Store.DSN)))
 		}
 	}
 	if c.Store.MaxConns != 0 && c.Store.MaxConns < 2 {

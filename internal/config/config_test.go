@@ -336,3 +336,20 @@ func TestWaitForStandbys(t *testing.T) {
 		}
 	}
 }
+
+// TestMultiHostDSNFromAFile: a DSN read from store.dsn_file that names
+// several hosts must ask for read-write sessions, as store.dsn must.
+func TestMultiHostDSNFromAFile(t *testing.T) {
+	for dsn, ok := range map[string]bool{
+		"postgres://ediwatch@db1:5432,db2:5432/ediwatch":                                             false,
+		"postgres://ediwatch@db1:5432,db2:5432/ediwatch?target_session_attrs=any":                    false,
+		"postgres://ediwatch@db1:5432,db2:5432/ediwatch?target_session_attrs=read-write":             true,
+		"postgresql://ediwatch:pw@db1,db2/ediwatch?sslmode=verify-full&target_session_attrs=primary": true,
+		"postgres://ediwatch@db1:5432/ediwatch":                                                      true,
+		"host=db1,db2 user=ediwatch":                                                                 true, // keyword/value: the driver's
+	} {
+		if err := CheckPostgresDSN(dsn); (err == nil) != ok {
+			t.Errorf("%s: %v", dsn, err)
+		}
+	}
+}

@@ -1,6 +1,6 @@
 # Shared by scripts/test.sh and bench/*: installs what is missing and starts
-# a throwaway PostgreSQL, a second one with a streaming standby, and an
-# OpenSSH sshd on free loopback ports in a
+# a throwaway PostgreSQL with a PgBouncer in front, a second PostgreSQL with
+# a streaming standby, and an OpenSSH sshd on free loopback ports in a
 # temporary directory, exporting their coordinates (EDIWATCH_TEST_*), and
 # stops them on exit. Source it from bash after setting PG_FSYNC (on|off).
 log() { printf 'test.sh: %s\n' "$*" >&2; }
@@ -37,6 +37,10 @@ find_pg() {
 
 find_pg || { log "installing postgresql"; apt_install postgresql; find_pg; }
 [ -x /usr/sbin/sshd ] || { log "installing openssh-server"; apt_install openssh-server; }
+# PgBouncer, in transaction mode in front of the PostgreSQL below: the
+# store's conformance suite runs through it once.
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { log "installing pgbouncer"; apt_install pgbouncer; }
+pgbouncer_bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 # gpg and gpgconf make the OpenPGP keys and messages of the decrypt tests.
 command -v gpg >/dev/null && command -v gpgconf >/dev/null || { log "installing gnupg"; apt_install gnupg; }
 # systemd-analyze lints the shipped unit (deploy/systemd); the package is
@@ -77,7 +81,7 @@ free_port() {
 
 tmp=$(mktemp -d /tmp/ediwatch-test.XXXXXX)
 chmod 755 "$tmp"
-pg_started= ha_started= ha_standby_started= sshd_pid=
+pg_started= ha_started= ha_standby_started= pgbouncer_started= sshd_pid=
 cleanup() {
 	local rc=$?
 	if [ "$rc" -ne 0 ]; then
@@ -92,6 +96,9 @@ cleanup() {
 	fi
 	if [ -n "$pg_started" ]; then
 		runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -m immediate stop >/dev/null 2>&1 || true
+	fi
+	if [ -n "$pgbouncer_started" ] && [ -f "$tmp/pgbouncer/pgbouncer.pid" ]; then
+		kill "$(cat "$tmp/pgbouncer/pgbouncer.pid")" 2>/dev/null || true
 	fi
 	if [ -n "$ha_standby_started" ]; then
 		runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/ha-standby" -m immediate stop >/dev/null 2>&1 || true
@@ -126,6 +133,34 @@ runuser -u postgres -- "$pg_bin/pg_ctl" -D "$tmp/pg" -l "$tmp/pgsock/pg.log" -w 
 pg_started=1
 export EDIWATCH_TEST_POSTGRES="postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable"
 log "postgres on 127.0.0.1:$pg_port"
+
+# PgBouncer in transaction pooling mode, any database name passed to the
+# same-named database of the server above; trust, as the server.
+pgb_port=$(free_port)
+mkdir -p "$tmp/pgbouncer"
+printf '"postgres" ""\n' >"$tmp/pgbouncer/userlist.txt"
+cat >"$tmp/pgbouncer/pgbouncer.ini" <<EOF
+[databases]
+* = host=127.0.0.1 port=$pg_port
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $pgb_port
+unix_socket_dir =
+auth_type = trust
+auth_file = $tmp/pgbouncer/userlist.txt
+pool_mode = transaction
+max_client_conn = 2000
+default_pool_size = 40
+max_db_connections = 40
+logfile = $tmp/pgbouncer/pgbouncer.log
+pidfile = $tmp/pgbouncer/pgbouncer.pid
+EOF
+chown -R postgres: "$tmp/pgbouncer"
+runuser -u postgres -- "$pgbouncer_bin" -d "$tmp/pgbouncer/pgbouncer.ini" ||
+	{ cat "$tmp/pgbouncer/pgbouncer.log" >&2; exit 1; }
+pgbouncer_started=1
+export EDIWATCH_TEST_PGBOUNCER="127.0.0.1:$pgb_port"
+log "pgbouncer (transaction mode) on 127.0.0.1:$pgb_port"
 
 # A primary with one streaming standby (pg_basebackup -R), apart from the
 # server above so that the tests that stall its replication stall no

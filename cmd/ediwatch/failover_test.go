@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,7 +62,11 @@ func (p *payReceiver) delivered() (unique, doubled int) {
 // failoverVerdict is what one failover run found.
 type failoverVerdict struct {
 	expected, delivered, lost, doubled, stuck int
-	toCommit                                  []time.Duration // promotion to the first new commit, per round
+	// journalChecked and journalUnknown: the journal's entries, and those
+	// `reconcile --journal` found removed from the drop but unknown to
+	// the store.
+	journalChecked, journalUnknown int
+	toCommit                       []time.Duration // promotion to the first new commit, per round
 }
 
 // runFailover runs rounds of: payments arriving in an OpenSSH drop with
@@ -84,7 +89,9 @@ func runFailover(t *testing.T, wait string, rounds int) failoverVerdict {
 	defer os.RemoveAll(drop)
 	os.Chmod(drop, 0o777)
 	cfg := filepath.Join(t.TempDir(), "ediwatch.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`store: {driver: postgres, dsn: %q, wait_for_standbys: %q}
+	journalPath := filepath.Join(t.TempDir(), "journal")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`poller: {journal: %q}
+store: {driver: postgres, dsn: %q, wait_for_standbys: %q}
 sources:
   - name: payer
     type: sftp
@@ -99,11 +106,11 @@ sources:
     after: delete
 sinks:
   ledger: {url: %q, timeout: 5s, breaker: {cooldown: 1s}}
-  acks: {url: %[8]q, timeout: 5s, breaker: {cooldown: 1s}}
+  acks: {url: %[9]q, timeout: 5s, breaker: {cooldown: 1s}}
 routes: {payment.posted: ledger, claim.received: ledger, ack.999: acks, ack.ta1: acks}
 relay: {backoff: {base: 100ms, max: 500ms}}
 http: {listen: "127.0.0.1:0"}
-`, c.DSN(), wait, sshd.Addr, sshd.User, sshd.KeyFile, sshd.KnownHosts, drop, srv.URL)), 0o600)
+`, journalPath, c.DSN(), wait, sshd.Addr, sshd.User, sshd.KeyFile, sshd.KnownHosts, drop, srv.URL)), 0o600)
 	daemon, logs := startDaemon(t, cfg)
 	defer func() {
 		daemon.Process.Signal(syscall.SIGTERM)
@@ -209,9 +216,23 @@ http: {listen: "127.0.0.1:0"}
 	v.delivered, v.doubled = rec.delivered()
 	v.lost = v.expected - v.delivered
 	v.stuck = count(`SELECT count(*) FROM outbox WHERE status IN ('pending', 'inflight', 'dead')`)
+	// The journal, the witness outside the database, names the files
+	// deleted whose ingestion the promoted standby never had.
+	out, _ := command(t, "reconcile", "--config", cfg, "--journal", journalPath, "--json").Output()
+	var rep struct {
+		Journal struct {
+			Checked int               `json:"checked"`
+			Unknown []json.RawMessage `json:"unknown"`
+		} `json:"journal"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("reconcile --journal: %v\n%s", err, out)
+	}
+	v.journalChecked, v.journalUnknown = rep.Journal.Checked, len(rep.Journal.Unknown)
 	t.Logf("wait_for_standbys %s, %d rounds: %d payments written, %d delivered, %d lost, %d delivered twice (the same "+
-		"Idempotency-Key), %d stuck; promotion to the first new commit %v", wait, rounds, v.expected, v.delivered, v.lost,
-		v.doubled, v.stuck, v.toCommit)
+		"Idempotency-Key), %d stuck; promotion to the first new commit %v; reconcile --journal: %d files removed, %d "+
+		"unknown to the store", wait, rounds, v.expected, v.delivered, v.lost, v.doubled, v.stuck, v.toCommit,
+		v.journalChecked, v.journalUnknown)
 	return v
 }
 
@@ -232,6 +253,10 @@ func TestFailoverLosesNoPayment(t *testing.T) {
 	if v.lost != 0 || v.stuck != 0 {
 		t.Errorf("%d payments lost, %d stuck of %d", v.lost, v.stuck, v.expected)
 	}
+	if v.journalChecked < v.expected || v.journalUnknown != 0 {
+		t.Errorf("reconcile --journal: %d files removed, %d unknown to the store; want every file, none unknown",
+			v.journalChecked, v.journalUnknown)
+	}
 }
 
 // TestFailoverWithoutTheWaitLosesPayments: the same run with the wait
@@ -242,5 +267,10 @@ func TestFailoverWithoutTheWaitLosesPayments(t *testing.T) {
 	v := runFailover(t, "0", failoverRounds())
 	if v.lost == 0 {
 		t.Errorf("no payment lost with the wait off: the failover run cannot tell a loss")
+	}
+	// Each payment is a file of its own: the journal names every loss.
+	if v.journalUnknown != v.lost {
+		t.Errorf("reconcile --journal found %d files removed and unknown to the store, for %d payments lost",
+			v.journalUnknown, v.lost)
 	}
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/config"
 	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/journal"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/pgp"
@@ -165,6 +166,13 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	d.relay = outbox.NewRelay(relayCfg, progressStore{Store: st, p: relayProgress}, sinks, log.Named("relay"), m)
 	holder := store.NewHolderID()
 	waitStandbys := standbysWait(cfg.Store, st)
+	var jw *journal.Writer
+	if cfg.Poller.Journal != "" {
+		if jw, err = journal.Open(cfg.Poller.Journal); err != nil {
+			return fmt.Errorf("poller.journal: %w", err)
+		}
+		defer jw.Close()
+	}
 	for _, sc := range cfg.Sources {
 		src, err := buildSource(sc)
 		if err != nil {
@@ -185,7 +193,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 			After: sc.After, MaxFilesPerPoll: sc.MaxFilesPerPoll, MaxFileSize: sc.MaxFileSize,
 			MaxAttempts: sc.MaxAttempts, Downloads: sc.Downloads, MinAge: sc.MinAge.D(), DoneMarker: sc.DoneMarker,
 			IncompleteGrace: incompleteGrace(sc.IncompleteGrace.D()), Holder: holder, Decrypt: dec,
-			WaitForStandbys: waitStandbys}, src,
+			WaitForStandbys: waitStandbys, Journal: jw}, src,
 			progressStore{Store: st, p: readyz.loop("poll loop "+sc.Name, pollStall(cfg, sc))},
 			inbox.Options{Routes: cfg.RoutesFor(sc.Name), Ack: ackOptions(cfg, sc.Name), Timeout: cfg.Store.IngestTimeout.D()},
 			log.Named("poller"), m))

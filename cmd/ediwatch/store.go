@@ -40,7 +40,8 @@ func openStoreWatched(ctx context.Context, c config.Store, migrate bool,
 	var s store.Store
 	switch c.Driver {
 	case "postgres":
-		s, err = postgres.Open(ctx, dsn, postgres.Options{MaxConns: int32(c.MaxConns), OnFailover: onFailover})
+		s, err = postgres.Open(ctx, dsn, postgres.Options{MaxConns: int32(c.MaxConns), OnFailover: onFailover,
+			ListenDSN: c.ListenDSN})
 	case "sqlite":
 		s, err = sqlite.OpenWith(ctx, dsn, sqlite.Options{MaxConns: c.MaxConns})
 	default:
@@ -77,8 +78,16 @@ func openConsoleStore(ctx context.Context, c config.Store, st store.Store) (cons
 	}
 	switch c.Driver {
 	case "postgres":
+		// Behind a pooler (store.listen_dsn set: PgBouncer refuses a
+		// startup parameter it does not know) the pool sends no
+		// statement_timeout; the console's own deadline, which cancels a
+		// statement on the server through the pooler, bounds its reads.
+		timeout := c.ConsoleTimeout.D()
+		if c.ListenDSN != "" {
+			timeout = 0
+		}
 		console, err = postgres.Open(ctx, dsn, postgres.Options{MaxConns: int32(c.ConsoleConns),
-			StatementTimeout: c.ConsoleTimeout.D()})
+			StatementTimeout: timeout})
 	case "sqlite":
 		if strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory") {
 			return st, func() {}, nil

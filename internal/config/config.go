@@ -75,6 +75,18 @@ type Config struct {
 	Log       Log                 `mapstructure:"log"`
 	// Console is the operator console, off unless console.listen is set.
 	Console Console `mapstructure:"console"`
+	// Poller holds what every source's poller shares.
+	Poller Poller `mapstructure:"poller"`
+}
+
+// Poller holds what every source's poller shares.
+type Poller struct {
+	// Journal, when set, is the path of an append-only file on local disk
+	// where every file deleted or moved from a drop is recorded before it
+	// goes (one synchronous write a file): the witness
+	// "ediwatch reconcile --journal" compares with the store after a
+	// failover or a restore. Several replicas need one file each.
+	Journal string `mapstructure:"journal"`
 }
 
 // Store selects the store driver.
@@ -107,6 +119,11 @@ type Store struct {
 	// (default) every standby streaming from the primary at that moment,
 	// "0" none (no wait), or a number N for at least N.
 	WaitForStandbys string `mapstructure:"wait_for_standbys"`
+	// ListenDSN (PostgreSQL), when set, is a direct connection to the
+	// primary for the LISTEN that wakes the relays, for a DSN that names
+	// a pooler in transaction mode (PgBouncer), which cannot carry one.
+	// No password inline (PGPASSFILE or a .pgpass file serve it).
+	ListenDSN string `mapstructure:"listen_dsn"`
 }
 
 // Standbys returns store.wait_for_standbys as every streaming standby
@@ -133,6 +150,11 @@ func (c Config) StoreMaxConns() int {
 		n += max(s.Downloads, 1)
 	}
 	return n
+}
+
+func hasPassword(u *url.URL) bool {
+	_, has := u.User.Password()
+	return has
 }
 
 // multiHostRule returns what a PostgreSQL URL naming several hosts (a
@@ -545,11 +567,11 @@ func Load(path string) (Config, error) {
 	def := Default()
 	// Every scalar key is made known so the environment can set it.
 	for _, k := range []string{"store.driver", "store.dsn", "store.dsn_file", "store.migrate", "store.max_conns",
-		"store.ingest_timeout", "store.console_conns", "store.console_timeout", "store.wait_for_standbys", "relay.workers",
+		"store.ingest_timeout", "store.console_conns", "store.console_timeout", "store.wait_for_standbys", "store.listen_dsn", "relay.workers",
 		"relay.max_attempts", "relay.backoff.base", "relay.backoff.max", "relay.max_age", "relay.lease",
 		"retention.keys", "retention.replay_window", "retention.payloads", "http.listen", "log.level",
 		"console.listen", "console.token_file", "console.admin_token_file", "console.tls_cert_file",
-		"console.tls_key_file", "console.allow_insecure"} {
+		"console.tls_key_file", "console.allow_insecure", "poller.journal"} {
 		v.SetDefault(strings.ReplaceAll(k, ".", "::"), lookup(def, k))
 	}
 	if path != "" {
@@ -596,6 +618,10 @@ func lookup(c Config, key string) any {
 		return c.Store.ConsoleTimeout.String()
 	case "store.wait_for_standbys":
 		return c.Store.WaitForStandbys
+	case "store.listen_dsn":
+		return c.Store.ListenDSN
+	case "poller.journal":
+		return c.Poller.Journal
 	case "relay.workers":
 		return c.Relay.Workers
 	case "relay.max_attempts":
@@ -693,6 +719,19 @@ func (c *Config) Validate() error {
 			bad("store.dsn", "must not hold a password inline; use store.dsn_file", quote(sink.RedactURL(c.Store.DSN)))
 		} else if rule := multiHostRule(u); rule != "" {
 			bad("store.dsn", rule, quote(Redact(c.Store.DSN)))
+		}
+	}
+	if l := c.Store.ListenDSN; l != "" {
+		switch u, err := url.Parse(l); {
+		case c.Store.Driver != "postgres":
+			bad("store.listen_dsn", "is for the postgres driver", quote(Redact(l)))
+		case err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql"):
+			bad("store.listen_dsn", "must be a postgres:// URL", "a value not shown (it may hold a password)")
+		case hasPassword(u) || queryPassword(u):
+			bad("store.listen_dsn", "must not hold a password inline (a .pgpass file or PGPASSFILE serves it)",
+				quote(sink.RedactURL(l)))
+		case multiHostRule(u) != "":
+			bad("store.listen_dsn", multiHostRule(u), quote(Redact(l)))
 		}
 	}
 	if c.Store.MaxConns != 0 && c.Store.MaxConns < 2 {

@@ -48,6 +48,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/backoff"
 	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/journal"
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/pgp"
 	"github.com/ediwatch/ediwatch/internal/store"
@@ -114,6 +115,9 @@ type Config struct {
 	// is post-processed by a later poll once the standbys hold it.
 	// Ingest never waits for it.
 	WaitForStandbys func(ctx context.Context) error
+	// Journal, when set, records every file before it is deleted or
+	// moved (poller.journal); a file whose line cannot be written stays.
+	Journal *journal.Writer
 }
 
 // DefaultIncompleteGrace is the IncompleteGrace of a zero Config.
@@ -994,6 +998,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 		}
 	}
 	log.Info("file ingested", fields...)
+	c.prev.SHA256 = sum // the version ingested, for the journal
 	if p.postProcess(ctx, c, e, fence) {
 		st.PostProcessed++
 	}
@@ -1017,6 +1022,7 @@ func (p *Poller) refuse(ctx context.Context, c candidate, e Entry, fence inbox.F
 	}
 	p.record(ctx, c.ledger, e, inbox.FileRejected, "decrypt: "+err.Error(), sum)
 	log.Warn("file rejected: OpenPGP", zap.String("reason", reason), zap.String("sha256", sum), zap.Error(err))
+	c.prev.SHA256 = sum
 	p.postProcess(ctx, c, e, fence)
 }
 
@@ -1273,6 +1279,14 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence in
 	action := "delete"
 	if p.cfg.After != "delete" {
 		action = "move"
+	}
+	if p.cfg.Journal != nil {
+		if err := p.cfg.Journal.Record(journal.Entry{At: p.now(), Source: p.cfg.Name, Path: c.ledger, Size: e.Size,
+			SHA256: c.prev.SHA256, Action: action}); err != nil {
+			p.m.PollErrors.WithLabelValues(p.cfg.Name, "post_process").Inc()
+			log.Error("the journal cannot be written: the file stays in the drop", zap.Error(err))
+			return false
+		}
 	}
 	var err error
 	if c.claimed && p.cfg.DoneMarker != "" {

@@ -47,6 +47,9 @@ type Report struct {
 	Conflicts []Conflict `json:"conflicts,omitempty"`
 	Divergent bool       `json:"divergent"`
 	Reasons   []string   `json:"reasons,omitempty"`
+	// Journal, when the report was asked with a journal, compares it
+	// with the store (CheckJournal).
+	Journal *JournalCheck `json:"journal,omitempty"`
 }
 
 // Conflict is one recorded conflict. Kind "conflict": an envelope key
@@ -204,6 +207,11 @@ func (r *Report) Print(w io.Writer) error {
 				c.OriginalCorrelationID, c.At.Format(time.RFC3339))
 		}
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	r.printJournal(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if r.Divergent {
 		fmt.Fprintln(tw, "\nDIVERGENT:")
 		for _, reason := range r.Reasons {

@@ -30,6 +30,11 @@ func need(t testing.TB, name string) string {
 // PostgresURL returns the URL of the test PostgreSQL server.
 func PostgresURL(t testing.TB) string { return need(t, "EDIWATCH_TEST_POSTGRES") }
 
+// PgBouncer returns the host:port of the test PgBouncer: transaction
+// pooling mode in front of the test PostgreSQL (PostgresURL), any
+// database name passed to the server's database of that name.
+func PgBouncer(t testing.TB) string { return need(t, "EDIWATCH_TEST_PGBOUNCER") }
+
 // PostgresBin returns the directory of the PostgreSQL server's programs
 // (initdb, pg_ctl, pg_basebackup), for a test that builds a cluster of
 // its own.

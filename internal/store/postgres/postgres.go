@@ -45,6 +45,8 @@ type Store struct {
 	raced racedIngests
 	// listenCheck is Options.ListenCheck.
 	listenCheck time.Duration
+	// listenCfg, when set, is Options.ListenDSN's: LISTEN connects there.
+	listenCfg *pgx.ConnConfig
 }
 
 // racedIngests is a set of correlation ids of ingestions rolled back as
@@ -110,6 +112,12 @@ type Options struct {
 	// StatementTimeout, when set, is every statement's statement_timeout:
 	// the server cancels a statement that runs longer (SQLSTATE 57014).
 	StatementTimeout time.Duration
+	// ListenDSN, when set, is where the LISTEN connection that wakes the
+	// relays goes: a direct connection to the primary when DSN names a
+	// pooler in transaction mode (PgBouncer), through which a LISTEN
+	// hears nothing. Without it, behind such a pooler, relays find new
+	// rows at their next idle poll (relay.idle) instead of at once.
+	ListenDSN string
 	// OnFailover, when set, is told (on a goroutine of its own) when a new
 	// connection reaches another server than the last one did, or than
 	// the store recorded before this process: a standby promoted by a
@@ -158,6 +166,18 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: %w", redact(err))
 	}
 	s := &Store{pool: pool, side: side, listenCheck: opts.ListenCheck}
+	if opts.ListenDSN != "" {
+		lc, err := pgx.ParseConfig(opts.ListenDSN)
+		if err != nil {
+			pool.Close()
+			side.Close()
+			return nil, fmt.Errorf("postgres: parse listen dsn: %w", redact(err))
+		}
+		if opts.Schema != "" {
+			lc.RuntimeParams["search_path"] = opts.Schema
+		}
+		s.listenCfg = lc
+	}
 	s.ctl.Reserve = s.reserveControlNumbers
 	return s, nil
 }
@@ -934,11 +954,11 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) (listened bool, err
 	if check <= 0 {
 		check = 30 * time.Second
 	}
-	conn, err := s.pool.Acquire(ctx)
+	conn, release, err := s.listenConn(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer conn.Release()
+	defer release()
 	// bounded runs f within d, past ctx's end when after is set.
 	bounded := func(d time.Duration, after bool, f func(ctx context.Context) error) error {
 		parent := ctx
@@ -950,7 +970,7 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) (listened bool, err
 		return f(bctx)
 	}
 	drop := func() { // it may be stranded: closed, not back to the pool
-		bounded(time.Second, true, conn.Conn().Close)
+		bounded(time.Second, true, conn.Close)
 	}
 	if err := bounded(check, false, func(bctx context.Context) error {
 		_, err := conn.Exec(bctx, "LISTEN "+NotifyChannel)
@@ -970,7 +990,7 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) (listened bool, err
 	wake()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, check)
-		_, err := conn.Conn().WaitForNotification(wctx)
+		_, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
 		case err == nil:
@@ -986,6 +1006,29 @@ func (s *Store) listenOnce(ctx context.Context, wake func()) (listened bool, err
 			return true, fmt.Errorf("listen connection quiet for %s does not answer: %w", check, err)
 		}
 	}
+}
+
+// listenConn returns the connection to LISTEN on and what gives it back:
+// a connection of its own to Options.ListenDSN when set (a pooler in
+// transaction mode, such as PgBouncer, cannot carry a LISTEN), else one
+// of the pool.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, func(), error) {
+	if s.listenCfg == nil {
+		pc, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return pc.Conn(), pc.Release, nil
+	}
+	c, err := pgx.ConnectConfig(ctx, s.listenCfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store.listen_dsn: %w", redact(err))
+	}
+	return c, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.Close(cctx)
+	}, nil
 }
 
 // Claim implements outbox.Store.

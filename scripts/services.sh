@@ -41,6 +41,9 @@ find_pg || { log "installing postgresql"; apt_install postgresql; find_pg; }
 # store's conformance suite runs through it once.
 command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { log "installing pgbouncer"; apt_install pgbouncer; }
 pgbouncer_bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+# Patroni's validator checks the HA example (deploy/ha); never started.
+command -v patroni >/dev/null || { log "installing patroni"; apt_install patroni; }
+export EDIWATCH_PATRONI="$(command -v patroni)"
 # gpg and gpgconf make the OpenPGP keys and messages of the decrypt tests.
 command -v gpg >/dev/null && command -v gpgconf >/dev/null || { log "installing gnupg"; apt_install gnupg; }
 # systemd-analyze lints the shipped unit (deploy/systemd); the package is

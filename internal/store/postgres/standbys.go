@@ -35,8 +35,8 @@ const standbysSQL = `SELECT count(*) FILTER (WHERE state = 'streaming'),
 	WHERE pid NOT IN (SELECT active_pid FROM pg_replication_slots WHERE slot_type = 'logical' AND active_pid IS NOT NULL)`
 
 // WaitForStandbys returns once every commit this store made before the
-// call has been flushed by the standbys want names, checking every
-// 20 ms; ErrStandbysBehind (wrapped, saying how many hold it) when wait
+// call has been flushed by the standbys want names, checking again after
+// 1, 2, 4, 8 and 16 ms, then every 20 ms; ErrStandbysBehind (wrapped, saying how many hold it) when wait
 // passes first. Ingest and delivery never call it: only the steps that
 // cannot be undone wait. The mark is pg_current_wal_lsn() at the call,
 // at or past every earlier commit's record.
@@ -49,8 +49,9 @@ func (s *Store) WaitForStandbys(ctx context.Context, want Standbys, wait time.Du
 		return fmt.Errorf("standbys: %w", err)
 	}
 	deadline := time.Now().Add(wait)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	// A healthy standby flushes within a millisecond or two of the
+	// commit: check again soon, then every 20 ms.
+	delay := time.Millisecond
 	for {
 		var streaming, flushed, hidden int
 		if err := s.pool.QueryRow(ctx, standbysSQL, mark).Scan(&streaming, &flushed, &hidden); err != nil {
@@ -74,7 +75,8 @@ func (s *Store) WaitForStandbys(ctx context.Context, want Standbys, wait time.Du
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-time.After(delay):
 		}
+		delay = min(2*delay, 20*time.Millisecond)
 	}
 }

@@ -16,12 +16,16 @@ const MaintenanceLease = "maintenance"
 // PruneStore is what the pruner needs of the store.
 type PruneStore interface {
 	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration, now time.Time) (int64, bool, error)
+	ReleaseLease(ctx context.Context, name, holder string, token int64) error
 	Prune(ctx context.Context, keysBefore time.Time, batch int) (int, error)
 	PrunePayloads(ctx context.Context, before time.Time, batch int) (int, error)
 }
 
 // Pruner deletes what retention allows, once an hour, on one replica at a
-// time (the maintenance leader lease). Run it with Run.
+// time: the holder of the maintenance lease, which it renews every Renew
+// and which lapses 5×Renew after its holder stops renewing, so a replica
+// that was killed is replaced within minutes; one that stops gives the
+// lease up at once. Run it with Run.
 type Pruner struct {
 	Store PruneStore
 	// Keys is how long keys are kept (retention.keys).
@@ -34,16 +38,42 @@ type Pruner struct {
 	Log    *zap.Logger
 	// Now is the clock (default time.Now, in UTC).
 	Now func() time.Time
+	// Every is the time between passes (default an hour); Renew the time
+	// between renewals of the lease, and the delay of the first (default
+	// a minute).
+	Every, Renew time.Duration
 }
 
-// Run prunes a minute after it starts and every hour after, until ctx is
-// cancelled.
+// Run takes or renews the maintenance lease every Renew, prunes once it
+// has held the lease for an Every since its last pass (at once when it
+// has just taken the lease), and gives the lease up when ctx is cancelled.
 func (p *Pruner) Run(ctx context.Context) error {
 	now := p.Now
 	if now == nil {
 		now = func() time.Time { return time.Now().UTC() }
 	}
-	t := time.NewTimer(time.Minute)
+	every, renew := p.Every, p.Renew
+	if every <= 0 {
+		every = time.Hour
+	}
+	if renew <= 0 {
+		renew = time.Minute
+	}
+	var (
+		token    int64 // the lease's token while held, else 0
+		lastPass time.Time
+	)
+	defer func() {
+		if token == 0 {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := p.Store.ReleaseLease(rctx, MaintenanceLease, p.Holder, token); err != nil {
+			p.Log.Warn("the maintenance lease could not be given up; it lapses by itself", zap.Error(err))
+		}
+	}()
+	t := time.NewTicker(renew)
 	defer t.Stop()
 	for {
 		select {
@@ -51,15 +81,22 @@ func (p *Pruner) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		t.Reset(time.Hour)
 		at := now()
-		if _, ok, err := p.Store.AcquireLease(ctx, MaintenanceLease, p.Holder, 2*time.Hour, at); err != nil || !ok {
+		tok, ok, err := p.Store.AcquireLease(ctx, MaintenanceLease, p.Holder, 5*renew, at)
+		if err != nil || !ok {
 			if err != nil && ctx.Err() == nil {
 				p.Log.Warn("maintenance lease failed", zap.Error(err))
 			}
+			token = 0
 			continue
 		}
-		p.Pass(ctx, at)
+		if tok != token {
+			token, lastPass = tok, time.Time{} // newly taken: prune now
+		}
+		if lastPass.IsZero() || at.Sub(lastPass) >= every {
+			p.Pass(ctx, at)
+			lastPass = at
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/metrics"
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/drivertest"
 )
 
 type statsFunc func(ctx context.Context, now time.Time) ([]outbox.SinkStats, error)
@@ -134,6 +137,8 @@ func (c *cutoffs) AcquireLease(context.Context, string, string, time.Duration, t
 	return 1, true, nil
 }
 
+func (c *cutoffs) ReleaseLease(context.Context, string, string, int64) error { return nil }
+
 func (c *cutoffs) Prune(_ context.Context, before time.Time, _ int) (int, error) {
 	c.keys = append(c.keys, before)
 	if c.failKeys {
@@ -168,4 +173,60 @@ func TestPrunerPassCutsKeysAndPayloadsApart(t *testing.T) {
 	if len(st.keys) != 1 || len(st.payloads) != 0 {
 		t.Errorf("with no payload retention: keys %v, payloads %v", st.keys, st.payloads)
 	}
+}
+
+// countingPrunes is a store that counts the prune passes made through it.
+type countingPrunes struct {
+	store.Store
+	passes atomic.Int32
+}
+
+func (c *countingPrunes) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
+	c.passes.Add(1)
+	return c.Store.Prune(ctx, before, batch)
+}
+
+// TestMaintenanceLeaseChangesHands: a pruner that stops gives the
+// maintenance lease up, so the next daemon prunes at its first renewal;
+// a holder that was killed (it never renews) loses the lease once it
+// lapses, to the next pruner, which prunes at once. On both stores.
+func TestMaintenanceLeaseChangesHands(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		const renew = 40 * time.Millisecond
+		run := func(holder string) (*countingPrunes, context.CancelFunc, chan error) {
+			c := &countingPrunes{Store: st}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			p := &outbox.Pruner{Store: c, Keys: 400 * 24 * time.Hour, Holder: holder, Log: zap.NewNop(), Renew: renew}
+			go func() { done <- p.Run(ctx) }()
+			return c, cancel, done
+		}
+		waitPass := func(c *countingPrunes, who string) {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for c.passes.Load() == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s never pruned", who)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+
+		a, stopA, doneA := run("daemon-a")
+		waitPass(a, "the first daemon")
+		stopA()
+		<-doneA
+		b, stopB, doneB := run("daemon-b")
+		waitPass(b, "the daemon started after the first stopped")
+		stopB()
+		<-doneB
+
+		// A holder that was killed: it took the lease and never renews.
+		if _, ok, err := st.AcquireLease(context.Background(), outbox.MaintenanceLease, "killed", 5*renew, time.Now().UTC()); err != nil || !ok {
+			t.Fatalf("lease for the killed holder: %v %v", ok, err)
+		}
+		c, stopC, doneC := run("daemon-c")
+		defer func() { stopC(); <-doneC }()
+		waitPass(c, "the daemon started after its predecessor was killed")
+	})
 }

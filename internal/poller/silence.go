@@ -25,8 +25,9 @@ type Silence struct {
 	Expect map[string]time.Duration
 	// Started is when the watch began (default: the first Check).
 	Started time.Time
-	Every   time.Duration
-	Log     *zap.Logger
+	// Every, when positive, overrides Interval's choice.
+	Every time.Duration
+	Log   *zap.Logger
 	// Now is the clock (default time.Now, in UTC).
 	Now func() time.Time
 
@@ -67,13 +68,33 @@ func (w *Silence) Check(ctx context.Context) error {
 	return err
 }
 
-// Run checks every w.Every (default one minute) until ctx is cancelled.
-func (w *Silence) Run(ctx context.Context) error {
-	every := w.Every
-	if every <= 0 {
-		every = time.Minute
+// The silence alarm checks at most a minute apart, and at least a
+// quarter of the shortest expect_every apart, so that a source is seen
+// overdue within a quarter of its expectation; never more often than
+// once a second (one indexed read per source each time).
+const (
+	silenceMaxEvery = time.Minute
+	silenceMinEvery = time.Second
+)
+
+// Interval is how often Run checks: w.Every when set, else a quarter of
+// the shortest positive expect_every, between one second and one minute.
+func (w *Silence) Interval() time.Duration {
+	if w.Every > 0 {
+		return w.Every
 	}
-	t := time.NewTicker(every)
+	every := silenceMaxEvery
+	for _, expect := range w.Expect {
+		if expect > 0 && expect/4 < every {
+			every = expect / 4
+		}
+	}
+	return max(every, silenceMinEvery)
+}
+
+// Run checks every w.Interval() until ctx is cancelled.
+func (w *Silence) Run(ctx context.Context) error {
+	t := time.NewTicker(w.Interval())
 	defer t.Stop()
 	for {
 		if err := w.Check(ctx); err != nil && ctx.Err() == nil {

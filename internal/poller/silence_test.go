@@ -103,3 +103,45 @@ func TestSilenceAlarmRunsOnWhileTheStoreFails(t *testing.T) {
 		t.Errorf("era overdue %v after 27h with the store down, want 1", got)
 	}
 }
+
+// quietLedger is a ledger with no file from any source.
+type quietLedger struct{}
+
+func (quietLedger) LastFileTimes(context.Context) (map[string]time.Time, error) {
+	return map[string]time.Time{}, nil
+}
+
+// TestSilenceAlarmSeesShortExpectations: a source expected every 2 s is
+// seen overdue within a quarter of that once it is late, not at the next
+// minute's check; the interval follows the shortest expect_every, between
+// one second and one minute.
+func TestSilenceAlarmSeesShortExpectations(t *testing.T) {
+	for _, c := range []struct {
+		expect map[string]time.Duration
+		want   time.Duration
+	}{
+		{map[string]time.Duration{"a": 6 * time.Second, "b": time.Hour}, 1500 * time.Millisecond},
+		{map[string]time.Duration{"a": time.Hour}, time.Minute},
+		{map[string]time.Duration{"a": 2 * time.Second}, time.Second},
+		{map[string]time.Duration{"a": 0}, time.Minute},
+	} {
+		if got := (&poller.Silence{Expect: c.expect}).Interval(); got != c.want {
+			t.Errorf("expect %v: checks every %v, want %v", c.expect, got, c.want)
+		}
+	}
+
+	m := metrics.New(prometheus.NewRegistry())
+	w := &poller.Silence{Store: quietLedger{}, Metrics: m, Log: zap.NewNop(),
+		Expect: map[string]time.Duration{"era": 2 * time.Second}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(m.SourceOverdue.WithLabelValues("era")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("a source expected every 2 s and silent for 10 s is not overdue")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

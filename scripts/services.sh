@@ -207,9 +207,18 @@ chmod 777 "$tmp/drop"
 # (the port taken meanwhile: tried again on another).
 start_sshd() {
 	ssh_port=$(free_port)
-	printf '[127.0.0.1]:%s %s\n' "$ssh_port" "$(cut -d' ' -f1,2 "$tmp/ssh/host_ed25519.pub")" >"$tmp/ssh/known_hosts"
+	# Two more ports of the same server whose SFTP is restricted as
+	# partners restrict theirs: read-only (-R), and remove refused (-P).
+	ssh_port_ro=$(free_port)
+	ssh_port_noremove=$(free_port)
+	: >"$tmp/ssh/known_hosts"
+	for p in "$ssh_port" "$ssh_port_ro" "$ssh_port_noremove"; do
+		printf '[127.0.0.1]:%s %s\n' "$p" "$(cut -d' ' -f1,2 "$tmp/ssh/host_ed25519.pub")" >>"$tmp/ssh/known_hosts"
+	done
 	cat >"$tmp/ssh/sshd_config" <<CONF
 Port $ssh_port
+Port $ssh_port_ro
+Port $ssh_port_noremove
 ListenAddress 127.0.0.1
 HostKey $tmp/ssh/host_ed25519
 PidFile $tmp/ssh/sshd.pid
@@ -224,6 +233,10 @@ MaxStartups 100:30:200
 MaxSessions 100
 Subsystem sftp internal-sftp
 ForceCommand internal-sftp -d $tmp/drop
+Match LocalPort $ssh_port_ro
+	ForceCommand internal-sftp -R -d $tmp/drop
+Match LocalPort $ssh_port_noremove
+	ForceCommand internal-sftp -P remove -d $tmp/drop
 CONF
 	/usr/sbin/sshd -D -e -f "$tmp/ssh/sshd_config" 2>"$tmp/sshd.log" &
 	sshd_pid=$!
@@ -245,6 +258,8 @@ export EDIWATCH_TEST_SSHD_USER="$sftp_user"
 export EDIWATCH_TEST_SSHD_KEY="$tmp/ssh/client_ed25519"
 export EDIWATCH_TEST_SSHD_KNOWN_HOSTS="$tmp/ssh/known_hosts"
 export EDIWATCH_TEST_SSHD_DROP="$tmp/drop"
+export EDIWATCH_TEST_SSHD_ADDR_READONLY="127.0.0.1:$ssh_port_ro"
+export EDIWATCH_TEST_SSHD_ADDR_NOREMOVE="127.0.0.1:$ssh_port_noremove"
 # For a chaos run that owns these services: how to restart them.
 export EDIWATCH_TEST_SSHD_CONFIG="$tmp/ssh/sshd_config"
 export EDIWATCH_TEST_PG_DATA="$tmp/pg"

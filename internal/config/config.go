@@ -1019,6 +1019,8 @@ func (c *Config) validateSFTPSink(p string, s Sink, bad func(path, rule string, 
 	}
 	if err := sftpsink.CheckPattern(s.Name); err != nil {
 		bad(p+".name", err.Error(), quote(s.Name))
+	} else if err := sftpsink.CheckNameLength(s.Name, s.TempSuffix, !s.Rename); err != nil {
+		bad(p+".name", err.Error(), quote(s.Name))
 	}
 	if s.Raw || s.SecretFile != "" || len(s.HeaderFiles) > 0 {
 		bad(p, "raw, secret_file and header_files are for type http", quote(s.Type))

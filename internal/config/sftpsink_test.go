@@ -59,6 +59,13 @@ routes: {payment.posted: partner, claim.received: partner, ack.999: partner, ack
 `); err == nil || !strings.Contains(err.Error(), "sinks.x.type") {
 		t.Errorf("type ftp: %v", err)
 	}
+	// A name no SFTP server takes: past 255 bytes with the longest values.
+	long := strings.Repeat("x", 200) + "_{sender}_{receiver}_{id}.{ext}"
+	_, err = loadYAML(t, sftpSinkYAML+"    name: \""+long+"\"\n"+
+		"routes: {payment.posted: s, claim.received: s, ack.999: partner, ack.ta1: partner}\n")
+	if err == nil || !strings.Contains(err.Error(), "sinks.partner.name") || !strings.Contains(err.Error(), "255") {
+		t.Errorf("a name pattern past 255 bytes: %v", err)
+	}
 }
 
 // TestRoutesNameSeveralSinksAndSourcesOverride: a route is one sink or a

@@ -67,6 +67,23 @@ func OpenSSH(t testing.TB) SSHD {
 	}
 }
 
+// OpenSSHRestricted returns the test OpenSSH server as reached on its
+// port whose SFTP subsystem runs with the restriction named: "readonly"
+// (internal-sftp -R) or "noremove" (internal-sftp -P remove). The same
+// user, keys and drop; each port its own connection.
+func OpenSSHRestricted(t testing.TB, restriction string) SSHD {
+	s := OpenSSH(t)
+	switch restriction {
+	case "readonly":
+		s.Addr = need(t, "EDIWATCH_TEST_SSHD_ADDR_READONLY")
+	case "noremove":
+		s.Addr = need(t, "EDIWATCH_TEST_SSHD_ADDR_NOREMOVE")
+	default:
+		t.Fatalf("testenv: unknown SFTP restriction %q", restriction)
+	}
+	return s
+}
+
 // Corpus returns the directory of the public X12 corpus the repository
 // keeps as test data (internal/envelope/testdata/corpus, with its
 // SOURCES.md), so a fresh clone has everything its tests read.

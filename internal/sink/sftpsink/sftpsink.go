@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/pkg/sftp"
+	"go.uber.org/zap"
 
 	"github.com/ediwatch/ediwatch/internal/pgp"
 	psftp "github.com/ediwatch/ediwatch/internal/poller/sftp"
@@ -76,6 +77,9 @@ type Config struct {
 	// OpenPGP message to the partner before upload; the size check is
 	// then of the message.
 	Encrypt *pgp.Encrypter
+	// Log is told, once per name, of a temporary file left on the
+	// partner's server because it may not be removed (default: nothing).
+	Log *zap.Logger
 }
 
 // SFTP is an SFTP sink. It is safe for concurrent use.
@@ -100,6 +104,9 @@ type SFTP struct {
 	// hook, when set, is called at stages of an upload ("opened",
 	// "written"), for tests of concurrent uploads.
 	hook func(stage string)
+	// stale are the temporary files the server refused to remove, each
+	// reported once (bounded by maxLeftovers).
+	stale map[string]struct{}
 }
 
 // New checks the configuration and reads the credentials and known hosts;
@@ -122,6 +129,12 @@ func New(cfg Config) (*SFTP, error) {
 	}
 	if strings.ContainsAny(cfg.TempSuffix, `/\`) {
 		return nil, fmt.Errorf("sink %s: temp_suffix %q holds a path separator", cfg.Name, cfg.TempSuffix)
+	}
+	if err := CheckNameLength(cfg.Pattern, cfg.TempSuffix, cfg.Direct); err != nil {
+		return nil, fmt.Errorf("sink %s: name: %w", cfg.Name, err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
 	}
 	if cfg.Conn.Timeout <= 0 {
 		cfg.Conn.Timeout = cfg.Timeout
@@ -172,6 +185,41 @@ func CheckPattern(p string) error {
 	}
 	if !unique {
 		return fmt.Errorf("%q must hold {control} or {id}, so each effect gets its own file", p)
+	}
+	return nil
+}
+
+// MaxNameBytes is the longest file name (one path element) SFTP servers'
+// file systems take: 255 bytes on ext4, XFS, ZFS and NTFS. A longer name
+// fails every upload (OpenSSH answers SSH_FX_BAD_MESSAGE or a failure).
+const MaxNameBytes = 255
+
+// tempExtra is how much longer than its final name an upload's temporary
+// name is, before the suffix: a dot and 12 hex digits (tempName).
+const tempExtra = 13
+
+// longest are the longest values each placeholder takes from what
+// ediwatch sends: an ack's ISA06/ISA08 (15) and ISA13 (9), GS06 and ST02
+// (9 digits), an event's sender or receiver (qualifier, ':' and id: 18),
+// its {control} (its {id}, 16 hex digits), the longest kind.
+var longest = map[string]int{"kind": len("delivery.dead"), "sender": 18, "receiver": 18, "control": 16,
+	"group": 9, "set": 9, "id": 16, "ext": 4}
+
+// CheckNameLength reports whether names under pattern p, rendered with
+// the longest values its placeholders take, fit MaxNameBytes, with the
+// temporary name's 13 bytes and tempSuffix unless direct (rename: false).
+func CheckNameLength(p, tempSuffix string, direct bool) error {
+	n := len(p)
+	for _, ph := range placeholderRE.FindAllString(p, -1) {
+		n += longest[strings.Trim(ph, "{}")] - len(ph)
+	}
+	what := "names"
+	if !direct {
+		n += tempExtra + len(tempSuffix)
+		what = "temporary names (the name, 13 bytes and temp_suffix)"
+	}
+	if n > MaxNameBytes {
+		return fmt.Errorf("%q makes %s of up to %d bytes; SFTP servers take at most %d", p, what, n, MaxNameBytes)
 	}
 	return nil
 }
@@ -282,6 +330,12 @@ func (s *SFTP) Deliver(ctx context.Context, msg sink.Message, _ time.Time) sink.
 	if err != nil {
 		return sink.Result{Outcome: sink.Dead, Err: err.Error()}
 	}
+	if n := len(name) + s.tempBytes(); n > MaxNameBytes {
+		// Values longer than CheckNameLength allows (partner data up to
+		// safe's 64 bytes each): no server takes the name, ever.
+		return sink.Result{Outcome: sink.Dead, Err: fmt.Sprintf("file name of %d bytes (%d with its temporary part) is longer than the %d bytes SFTP servers take; shorten the sink's name pattern",
+			len(name), n, MaxNameBytes)}
+	}
 	if s.cfg.Encrypt != nil {
 		if body, err = s.seal(msg.EffectKey, name, body); err != nil {
 			return sink.Result{Outcome: sink.Retry, Err: err.Error()}
@@ -346,8 +400,19 @@ func (s *SFTP) seal(effect, name string, body []byte) ([]byte, error) {
 	return b, nil
 }
 
+// tempBytes is how much longer than its final name an upload's
+// temporary name is.
+func (s *SFTP) tempBytes() int {
+	if s.cfg.Direct {
+		return 0
+	}
+	return tempExtra + len(s.cfg.TempSuffix)
+}
+
 // put writes body to final (through a temporary name unless Direct),
-// checked by size while open.
+// checked by size while open. Removing temporary files is housekeeping:
+// a server that refuses it (a read-only folder, a remove forbidden) does
+// not fail the upload; the upload's own failure is what is returned.
 func (s *SFTP) put(c *sftp.Client, final string, body []byte, msg sink.Message) error {
 	target := final
 	if !s.cfg.Direct {
@@ -362,13 +427,46 @@ func (s *SFTP) put(c *sftp.Client, final string, body []byte, msg sink.Message) 
 		}
 	}
 	s.removeLeftovers(c)
-	if err := s.upload(c, target, final, body); err != nil {
-		if target != final && c.Remove(target) != nil {
-			s.leftover(target)
+	created, err := s.upload(c, target, final, body)
+	if err != nil {
+		if target != final && created {
+			s.removeTemp(c, target)
 		}
 		return err
 	}
 	return nil
+}
+
+// removeTemp removes the temporary file p of a failed upload: kept for
+// the next connection when this one failed, left for an operator (said
+// once) when the server refuses.
+func (s *SFTP) removeTemp(c *sftp.Client, p string) {
+	err := c.Remove(p)
+	switch {
+	case err == nil, errors.Is(err, os.ErrNotExist):
+	case isStatus(err) || errors.Is(err, os.ErrPermission):
+		s.staleTemp(p, err)
+	default:
+		s.leftover(p)
+	}
+}
+
+// staleTemp reports, once per name, a temporary file the server refused
+// to remove: it stays on the partner's server for an operator to remove.
+func (s *SFTP) staleTemp(p string, err error) {
+	s.mu.Lock()
+	_, told := s.stale[p]
+	if !told && len(s.stale) < maxLeftovers {
+		if s.stale == nil {
+			s.stale = map[string]struct{}{}
+		}
+		s.stale[p] = struct{}{}
+	}
+	s.mu.Unlock()
+	if !told {
+		s.cfg.Log.Warn("a temporary file stays on the partner's server: the server refused to remove it",
+			zap.String("file", path.Base(p)), zap.String("directory", path.Dir(p)), zap.Error(err))
+	}
 }
 
 // tempName is the temporary name of attempt of msg's upload to final: the
@@ -414,7 +512,17 @@ func (s *SFTP) removeEarlier(c *sftp.Client, final string, msg sink.Message) err
 		if k != msg.Attempt-1 && !listed {
 			continue
 		}
-		if err := c.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) && !isStatus(err) {
+		err := c.Remove(p)
+		switch {
+		case err == nil, errors.Is(err, os.ErrNotExist):
+		case isStatus(err) || errors.Is(err, os.ErrPermission):
+			// Refused (a read-only folder answers so for a name that
+			// is not there, too): the upload goes on under its own
+			// name; a file known to be there is left for an operator.
+			if listed {
+				s.staleTemp(p, err)
+			}
+		default:
 			return fmt.Errorf("remove %s: %w", path.Base(p), err)
 		}
 		s.mu.Lock()
@@ -491,29 +599,36 @@ func (s *SFTP) removeLeftovers(c *sftp.Client) {
 	for _, p := range ps {
 		// Kept only while the connection fails; a server's answer (gone,
 		// or a folder that refuses deletes) is final.
-		var se *sftp.StatusError
-		if err := c.Remove(p); err == nil || errors.As(err, &se) || errors.Is(err, os.ErrNotExist) ||
-			errors.Is(err, os.ErrPermission) {
-			s.mu.Lock()
-			delete(s.leftovers, p)
-			s.mu.Unlock()
+		err := c.Remove(p)
+		if err != nil && !errors.Is(err, os.ErrNotExist) && !isStatus(err) && !errors.Is(err, os.ErrPermission) {
+			continue
 		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.staleTemp(p, err)
+		}
+		s.mu.Lock()
+		delete(s.leftovers, p)
+		s.mu.Unlock()
 	}
 }
 
-func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) error {
+// upload writes body to target and renames it to final (when they
+// differ); created reports whether target was created, so that a failed
+// upload removes only a file it made.
+func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) (created bool, _ error) {
 	if target == final {
 		// rename: false writes the final name directly: an earlier
 		// upload of this effect may have left part of it there, but
 		// another effect's file under the same name stays.
 		if fi, err := c.Lstat(final); err == nil && fi.Size() > 0 {
 			if err := s.ours(c, final, fi.Size(), body, true); err != nil {
-				return err
+				return false, err
 			}
 		}
 	}
-	if err := s.write(c, target, body); err != nil {
-		return err
+	created, err := s.write(c, target, body)
+	if err != nil {
+		return created, err
 	}
 	if target != final {
 		// SFTP's rename (version 3, as OpenSSH serves it) refuses an
@@ -528,22 +643,20 @@ func (s *SFTP) upload(c *sftp.Client, target, final string, body []byte) error {
 		if err != nil {
 			fi, serr := c.Lstat(final)
 			if serr != nil {
-				return fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
+				return true, fmt.Errorf("rename %s to %s: %w", path.Base(target), path.Base(final), err)
 			}
 			if err := s.ours(c, final, fi.Size(), body, false); err != nil {
-				return err
+				return true, err
 			}
-			if err := c.Remove(target); err != nil && !errors.Is(err, os.ErrNotExist) {
-				s.leftover(target)
-			}
-			return nil
+			s.removeTemp(c, target)
+			return true, nil
 		}
 	}
 	// The file was checked by size while open and is in place now; a
 	// look at the final name could find it gone already (the partner's
 	// poller, or a server that moves files away once closed), and a
 	// retry would deliver it twice.
-	return nil
+	return true, nil
 }
 
 // ErrNameTaken reports a final name that holds another effect's file.
@@ -578,17 +691,17 @@ func (s *SFTP) ours(c *sftp.Client, p string, size int64, body []byte, partial b
 	return taken
 }
 
-func (s *SFTP) write(c *sftp.Client, p string, body []byte) error {
+func (s *SFTP) write(c *sftp.Client, p string, body []byte) (created bool, _ error) {
 	f, err := c.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", path.Base(p), err)
+		return false, fmt.Errorf("create %s: %w", path.Base(p), err)
 	}
 	if s.hook != nil {
 		s.hook("opened")
 	}
 	if _, err := f.Write(body); err != nil {
 		f.Close()
-		return fmt.Errorf("write %s: %w", path.Base(p), err)
+		return true, fmt.Errorf("write %s: %w", path.Base(p), err)
 	}
 	// The size is checked on the open file (fstat, or a stat of its name
 	// where the server has no fstat), before anyone may take it.
@@ -598,17 +711,17 @@ func (s *SFTP) write(c *sftp.Client, p string, body []byte) error {
 	}
 	if err != nil {
 		f.Close()
-		return fmt.Errorf("stat %s: %w", path.Base(p), err)
+		return true, fmt.Errorf("stat %s: %w", path.Base(p), err)
 	}
 	if fi.Size() != int64(len(body)) {
 		f.Close()
-		return fmt.Errorf("%s holds %d bytes, want %d", path.Base(p), fi.Size(), len(body))
+		return true, fmt.Errorf("%s holds %d bytes, want %d", path.Base(p), fi.Size(), len(body))
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path.Base(p), err)
+		return true, fmt.Errorf("close %s: %w", path.Base(p), err)
 	}
 	if s.hook != nil {
 		s.hook("written")
 	}
-	return nil
+	return true, nil
 }

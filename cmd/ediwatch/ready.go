@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,7 +53,10 @@ func (r *readiness) loop(name string, stall time.Duration) *progress {
 func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
 	defer cancel()
-	if err := r.ping(ctx); err != nil {
+	if err := r.ping(ctx); errors.Is(err, errStoreReadOnly) {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	} else if err != nil {
 		http.Error(w, "store unreachable", http.StatusServiceUnavailable)
 		return
 	}
@@ -68,6 +72,34 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	io.WriteString(w, "ready\n")
+}
+
+// errStoreReadOnly is /readyz's answer for a store that takes no writes.
+var errStoreReadOnly = errors.New("store is read-only (a standby, or default_transaction_read_only): nothing can be committed")
+
+// storePing is /readyz's check of the store: it answers, and it takes
+// writes. A DSN that reaches only a standby (with migrate: false, so
+// start-up wrote nothing) answers every read and would fail every commit.
+func storePing(st store.Store) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if _, err := st.FileStates(ctx, "readyz", nil); err != nil {
+			return err
+		}
+		ro, ok := st.(interface {
+			ReadOnly(context.Context) (bool, error)
+		})
+		if !ok {
+			return nil
+		}
+		readOnly, err := ro.ReadOnly(ctx)
+		if err != nil {
+			return err
+		}
+		if readOnly {
+			return errStoreReadOnly
+		}
+		return nil
+	}
 }
 
 // pollStall is how long a source's poll loop may go without progress

@@ -117,10 +117,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		return err
 	}
 	defer closeReads()
-	readyz := &readiness{now: time.Now, ping: func(ctx context.Context) error {
-		_, err := st.FileStates(ctx, "readyz", nil)
-		return err
-	}}
+	readyz := &readiness{now: time.Now, ping: storePing(st)}
 	relayProgress := readyz.loop("relay", relayStall(cfg))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -141,7 +138,7 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 	for name, sc := range cfg.Sinks {
 		var s outbox.Deliverer
 		if sc.Type == "sftp" {
-			fs, err := buildSFTPSink(name, sc)
+			fs, err := buildSFTPSink(name, sc, log.Named("sink").With(zap.String("sink", name)))
 			if err != nil {
 				return err
 			}
@@ -321,7 +318,7 @@ func buildSink(name string, sc config.Sink) (*sink.HTTP, error) {
 
 // buildSFTPSink builds a sink of type sftp; it connects on its first
 // delivery.
-func buildSFTPSink(name string, sc config.Sink) (*sftpsink.SFTP, error) {
+func buildSFTPSink(name string, sc config.Sink, log *zap.Logger) (*sftpsink.SFTP, error) {
 	var enc *pgp.Encrypter
 	if sc.EncryptTo != "" {
 		var err error
@@ -334,7 +331,7 @@ func buildSFTPSink(name string, sc config.Sink) (*sftpsink.SFTP, error) {
 	s, err := sftpsink.New(sftpsink.Config{Name: name, Conn: sftp.Config{Address: sc.Address, User: sc.User,
 		PrivateKeyFile: sc.PrivateKeyFile, PassphraseFile: sc.PassphraseFile, PasswordFile: sc.PasswordFile,
 		KnownHostsFile: sc.KnownHostsFile}, Directory: sc.Directory, TempSuffix: sc.TempSuffix, Direct: !sc.Rename,
-		Pattern: sc.Name, Timeout: sc.Timeout.D(), Encrypt: enc})
+		Pattern: sc.Name, Timeout: sc.Timeout.D(), Encrypt: enc, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("sinks.%s: %w", name, err)
 	}

@@ -212,6 +212,18 @@ func (s *Store) Close() {
 // Pool returns the connection pool, for benchmarks beside the store.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
+// ReadOnly reports whether the store's sessions refuse writes: a server
+// in recovery (a standby the DSN reached) or default_transaction_read_only
+// set for the role, database or DSN. Such a store answers every read and
+// commits nothing.
+func (s *Store) ReadOnly(ctx context.Context) (bool, error) {
+	var v string
+	if err := s.pool.QueryRow(ctx, "SHOW transaction_read_only").Scan(&v); err != nil {
+		return false, fmt.Errorf("transaction_read_only: %w", err)
+	}
+	return v == "on", nil
+}
+
 // migrationLock is the advisory lock key serialising concurrent migrators.
 const migrationLock = 7_143_201_955
 

@@ -60,7 +60,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		FilesDownloaded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_files_downloaded_total",
 			Help: "Files downloaded into the spool."}, []string{"source"}),
 		FilesSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_files_skipped_total",
-			Help: "Listed files not downloaded, by reason (final, unstable, backoff, failed, limit)."}, []string{"source", "reason"}),
+			Help: "Listed files not downloaded, by reason (final, unstable, backoff, failed, limit, vanished, incomplete, replaced; and, for entries that are not regular files, directory, symlink, special), at each listing."}, []string{"source", "reason"}),
 		FilesFailed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_files_failed_total",
 			Help: "Files not ingested, by reason (download, ingest, too_large, gave_up)."}, []string{"source", "reason"}),
 		BytesDownloaded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_downloaded_bytes_total",

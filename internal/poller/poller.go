@@ -153,6 +153,9 @@ type Poller struct {
 	// ledger is not asked about it again: a steady directory's poll is
 	// its listing.
 	final map[string]map[string]fileVersion
+	// notRegular: dir -> path -> kind, of the entries that are not
+	// regular files in dir's last listing (each logged once).
+	notRegular map[string]map[string]string
 	// verified: path -> the size and mtime at which an unclaimed file (the
 	// server refuses renames) was found by its SHA-256 to be the version
 	// the ledger holds ingested, and has not been deleted or moved yet:
@@ -484,6 +487,49 @@ func (p *Poller) keepLease(ctx context.Context, f inbox.Fence, cancel context.Ca
 	}
 }
 
+// dropNotRegular returns the regular files of a listing of dir. Every
+// other entry whose name the source's globs take (a directory, a
+// symlink, a device) is counted in ediwatch_files_skipped_total under its
+// kind at each listing, like a file known final, and logged once while
+// its name stays listed; the directory files are moved to is not.
+func (p *Poller) dropNotRegular(dir string, entries []Entry) []Entry {
+	regular := entries[:0]
+	var now map[string]string // path -> kind, of this listing
+	moveTo, _ := strings.CutPrefix(p.cfg.After, "move:")
+	for _, e := range entries {
+		if e.Skip == "" {
+			regular = append(regular, e)
+			continue
+		}
+		if !p.matches(e.Name) || p.cfg.After != moveTo && path.Clean(e.Path) == path.Clean(moveTo) {
+			continue
+		}
+		if now == nil {
+			now = map[string]string{}
+		}
+		now[e.Path] = e.Skip
+		p.m.FilesSkipped.WithLabelValues(p.cfg.Name, e.Skip).Inc()
+	}
+	p.mu.Lock()
+	told := p.notRegular[dir]
+	if now == nil {
+		delete(p.notRegular, dir)
+	} else {
+		if p.notRegular == nil {
+			p.notRegular = map[string]map[string]string{}
+		}
+		p.notRegular[dir] = now
+	}
+	p.mu.Unlock()
+	for path, kind := range now {
+		if told[path] != kind {
+			p.log.Warn("entry skipped: not a regular file; it is never opened", zap.String("path", path),
+				zap.String("kind", kind))
+		}
+	}
+	return regular
+}
+
 func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) (Stats, error) {
 	var st Stats
 	entries, err := p.src.List(ctx, dir)
@@ -491,6 +537,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		p.m.PollErrors.WithLabelValues(p.cfg.Name, "list").Inc()
 		return st, fmt.Errorf("%w: %w", errListing, err)
 	}
+	entries = p.dropNotRegular(dir, entries)
 	// Names are looked up only to pair files with their done markers.
 	var present map[string]Entry
 	if p.cfg.DoneMarker != "" {

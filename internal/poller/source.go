@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"io"
+	"io/fs"
 	"time"
 )
 
@@ -17,6 +18,26 @@ type Entry struct {
 	// name (device and inode for a local file), so a name replaced by
 	// another file of the same size and mtime is still told apart.
 	ID string
+	// Skip, for an entry that is not a regular file, says what it is
+	// (SkipKind): it is listed so that the poller reports it, and never
+	// opened. Its other attributes are not set.
+	Skip string
+}
+
+// SkipKind names what an entry of mode m is when it is not a regular file
+// ("directory", "symlink", or "special" for a device, pipe or socket);
+// "" for a regular file.
+func SkipKind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return ""
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	default:
+		return "special"
+	}
 }
 
 // Same reports whether e and o are the same version of a file: same size,
@@ -29,7 +50,8 @@ func (e Entry) Same(o Entry) bool {
 // are safe for concurrent use; ctx cancellation aborts a call.
 type Source interface {
 	// List returns the regular files of dir, attributes included: one
-	// listing, no stat per file.
+	// listing, no stat per file; and its other entries (directories,
+	// symlinks, special files) with only Name, Path and Skip set.
 	List(ctx context.Context, dir string) ([]Entry, error)
 	// Stat returns the regular file at path, as List would (os.ErrNotExist
 	// when there is none).

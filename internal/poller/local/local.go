@@ -31,7 +31,8 @@ func (Source) List(ctx context.Context, dir string) ([]poller.Entry, error) {
 	}
 	out := make([]poller.Entry, 0, len(entries))
 	for _, e := range entries {
-		if !e.Type().IsRegular() {
+		if kind := poller.SkipKind(e.Type()); kind != "" {
+			out = append(out, poller.Entry{Name: e.Name(), Path: filepath.Join(dir, e.Name()), Skip: kind})
 			continue
 		}
 		info, err := e.Info()

@@ -413,7 +413,9 @@ func (s *Source) List(ctx context.Context, dir string) ([]poller.Entry, error) {
 	}
 	out := make([]poller.Entry, 0, len(infos))
 	for _, fi := range infos {
-		if fi.Mode().IsRegular() {
+		if kind := poller.SkipKind(fi.Mode()); kind != "" {
+			out = append(out, poller.Entry{Name: fi.Name(), Path: path.Join(dir, fi.Name()), Skip: kind})
+		} else {
 			out = append(out, poller.Entry{Name: fi.Name(), Path: path.Join(dir, fi.Name()), Size: fi.Size(), MTime: fi.ModTime()})
 		}
 	}

@@ -34,9 +34,21 @@ func Run(t *testing.T, src poller.Source, newDrop func(t *testing.T) Drop) {
 		os.Chtimes(filepath.Join(d.Local, "a.835"), mtime, mtime)
 		os.Mkdir(filepath.Join(d.Local, "sub"), 0o777)
 		os.Symlink(filepath.Join(d.Local, "a.835"), filepath.Join(d.Local, "link.835"))
-		got, err := src.List(ctx, d.Remote)
+		all, err := src.List(ctx, d.Remote)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var got []poller.Entry
+		skipped := map[string]string{}
+		for _, e := range all {
+			if e.Skip != "" {
+				skipped[e.Name] = e.Skip
+			} else {
+				got = append(got, e)
+			}
+		}
+		if len(skipped) != 2 || skipped["sub"] != "directory" || skipped["link.835"] != "symlink" {
+			t.Errorf("entries skipped %v, want sub a directory and link.835 a symlink", skipped)
 		}
 		slices.SortFunc(got, func(a, b poller.Entry) int {
 			if a.Name < b.Name {

@@ -79,6 +79,11 @@ var reasonText = map[string]string{
 type Error struct {
 	Reason string
 	Err    error
+	// CutOff marks a corrupt message that ended early: every byte of the
+	// file was read and the message wanted more, as an upload still under
+	// way or stalled leaves it. Damage inside it (a failed integrity
+	// check, a bad packet, garbled compressed data) is not cut off.
+	CutOff bool
 }
 
 func (e *Error) Error() string {
@@ -98,6 +103,13 @@ func ReasonOf(err error) string {
 		return e.Reason
 	}
 	return ""
+}
+
+// IsCutOff reports whether err refuses a message that ended early (see
+// Error.CutOff), which a later poll may find complete.
+func IsCutOff(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.CutOff
 }
 
 const armorHeader = "-----BEGIN PGP MESSAGE-----"
@@ -248,6 +260,19 @@ func (d *Decrypter) Require() bool { return d.require }
 // must not be used: the caller discards it.
 func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 	br := bufio.NewReaderSize(src, 64<<10)
+	// The packets' framing is followed as they are read, so that a message
+	// that cannot be read is told cut off (the file ends inside its last
+	// packet, or inside its armor) from damaged (whole, but a packet or
+	// an integrity check fails): the rest of the file is read for that.
+	var (
+		frame framing
+		raw   io.Reader
+	)
+	corrupt := func(err error) *Error {
+		_, derr := io.Copy(io.Discard, raw)
+		cut := frame.cutOff() || derr != nil && (errors.Is(derr, io.ErrUnexpectedEOF) || errors.Is(derr, io.EOF))
+		return &Error{Reason: ReasonCorrupt, Err: err, CutOff: cut}
+	}
 	head, _ := br.Peek(64)
 	if !IsMessage(head) {
 		if err := d.refusePlaintext(); err != nil {
@@ -255,17 +280,18 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		}
 		return &Error{Reason: ReasonCorrupt, Err: errors.New("not an OpenPGP message")}
 	}
-	var body io.Reader = br
+	raw = br
 	if bytes.HasPrefix(bytes.TrimLeft(head, " \t\r\n"), []byte(armorHeader)) {
 		blk, err := armor.Decode(br)
 		if err != nil {
-			return &Error{Reason: ReasonCorrupt, Err: err}
+			return corrupt(err)
 		}
 		if blk.Type != "PGP MESSAGE" {
 			return &Error{Reason: ReasonCorrupt, Err: fmt.Errorf("armor of type %q", blk.Type)}
 		}
-		body = blk.Body
+		raw = blk.Body
 	}
+	body := io.TeeReader(raw, &frame)
 	// Compressed data is read through go-crypto's own cap too, so a bomb
 	// stops inflating past it (with room for the literal packet's header:
 	// the exact cap is applied to the plaintext below).
@@ -275,7 +301,7 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 	case errors.Is(err, pgperrors.ErrKeyIncorrect):
 		return &Error{Reason: ReasonWrongKey, Err: err}
 	case err != nil:
-		return &Error{Reason: ReasonCorrupt, Err: err}
+		return corrupt(err)
 	case d.require && !md.IsEncrypted:
 		return &Error{Reason: ReasonNotEncrypted}
 	case d.verify != nil && !md.IsSigned:
@@ -295,7 +321,7 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		if errors.Is(err, pgperrors.ErrMessageTooLarge) {
 			return &Error{Reason: ReasonTooLarge, Err: fmt.Errorf("over %d bytes", d.max)}
 		}
-		return &Error{Reason: ReasonCorrupt, Err: err}
+		return corrupt(err)
 	}
 	if n > d.max {
 		return &Error{Reason: ReasonTooLarge, Err: fmt.Errorf("over %d bytes", d.max)}

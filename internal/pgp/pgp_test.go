@@ -110,6 +110,7 @@ func TestRefusalsNameTheirReason(t *testing.T) {
 	}
 	armoredCorrupt[mid] = 'A'
 	whole := k.g.Encrypt(big, k.usRSA, &k.acmeRSA, false)
+	armoredWhole := k.g.Encrypt(big, k.usRSA, &k.acmeRSA, true)
 	// Signed by the partner, not encrypted nor compressed, a byte of the
 	// content changed: the signature no longer verifies.
 	altered := k.g.Run(plain, "--compress-algo", "none", "--local-user", k.acmeRSA.Fingerprint, "--sign")
@@ -131,6 +132,8 @@ func TestRefusalsNameTheirReason(t *testing.T) {
 		{"corrupted mid-stream", pgp.ReasonCorrupt, corrupt, d},
 		{"armor corrupted mid-stream", pgp.ReasonCorrupt, armoredCorrupt, d},
 		{"cut off", pgp.ReasonCorrupt, whole[:len(whole)*2/3], d},
+		{"cut off early", pgp.ReasonCorrupt, whole[:len(whole)/10], d},
+		{"cut off armored", pgp.ReasonCorrupt, armoredWhole[:len(armoredWhole)/2], d},
 		{"signed, not encrypted, on require_encryption", pgp.ReasonNotEncrypted, k.g.Sign(plain, k.acmeRSA), d},
 		{"plaintext on require_encryption", pgp.ReasonNotEncrypted, plain, d},
 		{"corrupt without verify", pgp.ReasonCorrupt, corrupt, decrypter(t, &k.usRSA, nil, k.g.PassFile, false)},
@@ -140,6 +143,11 @@ func TestRefusalsNameTheirReason(t *testing.T) {
 			_, err := decrypt(c.d, c.msg)
 			if got := pgp.ReasonOf(err); got != c.reason {
 				t.Fatalf("reason %q (%v), want %q", got, err, c.reason)
+			}
+			// Only a message that ends early is cut off (a later poll
+			// may find it whole); damage inside one is corrupt at once.
+			if got, want := pgp.IsCutOff(err), strings.HasPrefix(c.name, "cut off"); got != want {
+				t.Errorf("cut off %v (%v), want %v", got, err, want)
 			}
 			// Neither plaintext nor a passphrase in the message.
 			if strings.Contains(err.Error(), "CLP") || strings.Contains(err.Error(), gpgtest.Passphrase) {

@@ -188,6 +188,31 @@ func TestOpenPGPDrop(t *testing.T) {
 		}
 	})
 
+	// One byte flipped in the middle of a message (its integrity check
+	// fails) is corrupt at once, however young: not a cut-off upload.
+	t.Run("a young damaged message is refused at once", func(t *testing.T) {
+		damaged := g.Encrypt(bytes.Repeat(plain, 50), us, &acme, false)
+		damaged[len(damaged)/2] ^= 0x01
+		dir := t.TempDir()
+		h := newHarness(t, local.Source{}, []string{dir}, func(c *poller.Config) {
+			c.Include = []string{"*"}
+			c.Decrypt = newDecrypter(t, true)
+			c.IncompleteGrace = time.Hour
+		})
+		put(t, dir, "remit.835", damaged)
+		h.poll(t)
+		h.poll(t)
+		if c := h.counts(t); c.Files["rejected"] != 1 {
+			t.Errorf("recorded %+v, want the damaged file rejected", c.Files)
+		}
+		if got := testutil.ToFloat64(h.m.FilesDecryptFailed.WithLabelValues("acme", pgp.ReasonCorrupt)); got != 1 {
+			t.Errorf("corrupt = %v, want 1", got)
+		}
+		if got := testutil.ToFloat64(h.m.FilesSkipped.WithLabelValues("acme", "incomplete")); got != 0 {
+			t.Errorf("skipped incomplete = %v, want 0", got)
+		}
+	})
+
 	// A compression bomb (a small message inflating past max_file_size)
 	// is rejected as too_large, not spooled whole.
 	t.Run("a compression bomb is rejected at max_file_size", func(t *testing.T) {

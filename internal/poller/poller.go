@@ -966,9 +966,11 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 			p.fail(ctx, c, fence, "decrypt", err, log)
 			st.Failed++
 			return st
-		case refused == pgp.ReasonCorrupt && p.young(e):
-			// A message cut off by a stalled upload, most likely: as an
-			// interchange without its IEA, left for a later poll.
+		case pgp.IsCutOff(err) && p.young(e):
+			// A message that ends early: a stalled upload, most likely;
+			// as an interchange without its IEA, left for a later poll.
+			// A damaged one (an integrity check failed) is refused at
+			// once.
 		default:
 			p.refuse(ctx, c, e, fence, sum, err, log)
 			st.Failed++

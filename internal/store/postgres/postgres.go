@@ -816,6 +816,8 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		in.batch.Queue("SELECT ediwatch_check_fence($1, $2)", f.Fence.Name, f.Fence.Token)
 		in.queued = append(in.queued, queued{kind: "exec", key: "fence"})
 	}
+	in.batch.Queue(parkBehindSQL, f.CorrelationID)
+	in.queued = append(in.queued, queued{kind: "exec", key: "park"})
 	in.batch.Queue(ledgerSQL, f.Source, f.Path, f.Size, f.MTime, f.SHA256, string(status), lastError, sets,
 		f.CorrelationID, f.Now)
 	in.queued = append(in.queued, queued{kind: "exec", key: "ledger"})
@@ -1093,6 +1095,44 @@ const disabledSinksSQL = `(SELECT coalesce(array_agg(d.sink), '{}') FROM sink_st
 // ahead that claims, which walk outbox_due in due order, never pass them.
 const parkedSQL = `'9999-12-31T00:00:00Z'::timestamptz`
 
+// behindSQL is the next attempt of a pending row that waits behind an
+// open (pending or in-flight) row of its sink and ordering key: left out
+// of the claims' walk of outbox_due, so that a long queue of one
+// partner's acknowledgments is not walked by every claim. An ingest parks
+// its rows that wait so (parkBehindSQL); a row that leaves the open states
+// releases the next of its key (releaseNextCTE); every lease reap
+// releases any whose turn came in a race, such as an ingest parking a row
+// behind one whose completion committed meanwhile (sweepBehindSQL).
+// Claims still check the order themselves: the parking only saves them
+// the walk.
+const behindSQL = `'9999-12-30T00:00:00Z'::timestamptz`
+
+const (
+	// parkBehindSQL parks the rows an arrival (by correlation id) made
+	// that wait behind an open row of their sink and ordering key.
+	parkBehindSQL = `UPDATE outbox o SET next_attempt_at = ` + behindSQL + `
+		WHERE o.correlation_id = $1 AND o.status = 'pending' AND o.next_attempt_at < ` + behindSQL + `
+		  AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
+		              AND p.id < o.id AND p.status IN ('pending', 'inflight'))`
+	// sweepBehindSQL makes due every parked row no open row precedes.
+	sweepBehindSQL = `UPDATE outbox o SET next_attempt_at = $1
+		WHERE o.status = 'pending' AND o.next_attempt_at = ` + behindSQL + `
+		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
+		                  AND p.id < o.id AND p.status IN ('pending', 'inflight'))`
+)
+
+// releaseNextCTE is a data-modifying CTE that makes due the parked row
+// next after each row of the CTE u (id, sink, ordering_key), rows that
+// leave the open states in the same statement, at now (a parameter).
+// The statement's snapshot still shows u's rows open: the next row is
+// the first open one after each.
+func releaseNextCTE(now string) string {
+	return `rel AS (UPDATE outbox SET next_attempt_at = ` + now + `
+		FROM (SELECT (SELECT min(n.id) FROM outbox n WHERE n.sink = u.sink AND n.ordering_key = u.ordering_key
+		              AND n.id > u.id AND n.status IN ('pending', 'inflight')) AS id FROM u) x
+		WHERE outbox.id = x.id AND outbox.status = 'pending' AND outbox.next_attempt_at = ` + behindSQL + `)`
+}
+
 // DisableSink implements outbox.SinkStates. The sink_state row is written
 // first, so concurrent disables and enables of one sink take turns; a
 // sink enabled after sent is left enabled.
@@ -1235,7 +1275,8 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 		u AS (UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
 			last_status = c.status, last_error = '', delivered_at = $4, updated_at = $4
 			FROM c WHERE outbox.id = c.id AND outbox.lease_token = c.token AND outbox.status = 'inflight'
-			RETURNING outbox.id, outbox.attempts),
+			RETURNING outbox.id, outbox.attempts, outbox.sink, outbox.ordering_key),
+		`+releaseNextCTE("$4::timestamptz")+`,
 		h AS (SELECT u.id, u.attempts, c.at, c.latency_us, c.status, c.class, c.error, c.size, c.response,
 			coalesce((SELECT max(a.seq) FROM outbox_attempt a WHERE a.outbox_id = u.id), 0) AS last
 			FROM u JOIN c ON c.id = u.id WHERE c.class <> ''),
@@ -1258,17 +1299,22 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 // its lease token, and in the same statement records a in the row's
 // attempt history (when a is set; the oldest attempts beyond
 // outbox.AttemptsKept go) and inserts ev, a delivery.dead event (when ev
-// is set). It returns store.ErrLeaseLost when the row was not updated.
+// is set) and, with release (the row leaves the open states), makes the
+// next row of its key due. It returns store.ErrLeaseLost when the row was
+// not updated.
 func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, now time.Time, a *outbox.Attempt,
-	ev *outbox.DeadEvent) error {
-	if a == nil && ev == nil {
+	ev *outbox.DeadEvent, release bool) error {
+	if a == nil && ev == nil && !release {
 		return s.fenced(ctx, update, args...)
 	}
 	arg := func(v any, cast string) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args)) + "::" + cast
 	}
-	q := `WITH u AS (` + update + ` RETURNING id, attempts, deaths, correlation_id)`
+	q := `WITH u AS (` + update + ` RETURNING id, attempts, deaths, correlation_id, sink, ordering_key)`
+	if release {
+		q += `, ` + releaseNextCTE(arg(now, "timestamptz"))
+	}
 	if a != nil {
 		q += `, h AS (SELECT u.id, u.attempts,
 			coalesce((SELECT max(a.seq) FROM outbox_attempt a WHERE a.outbox_id = u.id), 0) AS last FROM u),
@@ -1350,7 +1396,7 @@ func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.
 	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $5, last_status = $3, last_error = $6, last_response = $7, updated_at = $4
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`,
-		[]any{id, token, f.HTTPStatus, now, at, f.Error, f.Response}, now, f.Attempt, nil)
+		[]any{id, token, f.HTTPStatus, now, at, f.Error, f.Response}, now, f.Attempt, nil, false)
 }
 
 // Dead implements outbox.Store.
@@ -1358,7 +1404,7 @@ func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time,
 	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
 		last_status = $3, last_error = $5, last_response = $6, updated_at = $4, deaths = deaths + 1
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`,
-		[]any{id, token, f.HTTPStatus, now, f.Error, f.Response}, now, f.Attempt, f.DeadEvent)
+		[]any{id, token, f.HTTPStatus, now, f.Error, f.Response}, now, f.Attempt, f.DeadEvent, true)
 }
 
 // Snooze implements outbox.Store.
@@ -1372,7 +1418,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time
 func (s *Store) GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *outbox.Attempt) error {
 	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $4, attempts = greatest(attempts - 1, 0), updated_at = $3
-		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, []any{id, token, now, at}, now, a, nil)
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, []any{id, token, now, at}, now, a, nil, false)
 }
 
 // DatabaseNow implements outbox.DatabaseClock: the database's clock,
@@ -1387,11 +1433,18 @@ func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
 }
 
 // ReapExpired implements outbox.Store.
+// The parked rows whose turn has come are released too (sweepBehindSQL).
 func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL,
 		lease_expires_at = NULL, next_attempt_at = $1, updated_at = $1
 		WHERE status = 'inflight' AND lease_expires_at < $1`, now)
-	return int(tag.RowsAffected()), err
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.pool.Exec(ctx, sweepBehindSQL, now); err != nil {
+		return int(tag.RowsAffected()), fmt.Errorf("release parked rows: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // ListDead implements outbox.Store.

@@ -47,6 +47,17 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 }
 
+// TestParkedRowsAreSwept: storetest.ParkedRowsAreSwept, the row ahead
+// delivered by hand.
+func TestParkedRowsAreSwept(t *testing.T) {
+	s := newStore(t).(*Store)
+	storetest.ParkedRowsAreSwept(t, s, func(t *testing.T, id int64) {
+		if _, err := s.Pool().Exec(context.Background(), `UPDATE outbox SET status = 'delivered' WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestOpenRedactsPassword(t *testing.T) {
 	_, err := Open(context.Background(), "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=1&bogus_param=%zz", Options{})
 	if err == nil || strings.Contains(err.Error(), "s3cret") {

@@ -717,6 +717,9 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 			return nil, fmt.Errorf("ingest: fence: %w", err)
 		}
 	}
+	if _, err := in.tx.ExecContext(ctx, parkBehindSQL, behindUS, f.CorrelationID, behindUS); err != nil {
+		return nil, fmt.Errorf("ingest: park rows behind others: %w", err)
+	}
 	if _, err := in.tx.ExecContext(ctx, `INSERT INTO remote_file (source, path, size, mtime, sha256, status,
 		last_error, sets, correlation_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (source, path) DO UPDATE SET size = excluded.size, mtime = excluded.mtime,
@@ -819,6 +822,53 @@ func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit 
 // (9999-12-31T00:00:00Z): so far ahead that claims, which walk outbox_due
 // in due order, never pass them.
 const parkedUS = 253402214400000000
+
+// behindUS is the next attempt of a pending row that waits behind an open
+// (pending or in-flight) row of its sink and ordering key
+// (9999-12-30T00:00:00Z): left out of the claims' walk of outbox_due, so
+// that a long queue of one partner's acknowledgments is not walked by
+// every claim. An ingest parks its rows that wait so (parkBehindSQL); a
+// row that leaves the open states releases the next of its key
+// (releaseNextSQL); every lease reap releases any whose turn came in a
+// race (sweepBehindSQL). Claims still check the order themselves: the
+// parking only saves them the walk.
+const behindUS = 253402128000000000
+
+const (
+	// parkBehindSQL parks the rows an arrival (by correlation id) made
+	// that wait behind an open row of their sink and ordering key.
+	parkBehindSQL = `UPDATE outbox SET next_attempt_at = ?
+		WHERE correlation_id = ? AND status = 'pending' AND next_attempt_at < ?
+		  AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = outbox.sink AND p.ordering_key = outbox.ordering_key
+		              AND p.id < outbox.id AND p.status IN ('pending', 'inflight'))`
+	// releaseNextSQL makes due the parked row next after each of the rows
+	// listed (a JSON array of ids), which have left the open states.
+	releaseNextSQL = `UPDATE outbox SET next_attempt_at = ?
+		WHERE status = 'pending' AND next_attempt_at = ? AND id IN (
+			SELECT (SELECT min(n.id) FROM outbox n WHERE n.sink = d.sink AND n.ordering_key = d.ordering_key
+			        AND n.id > d.id AND n.status IN ('pending', 'inflight'))
+			FROM outbox d WHERE d.id IN (SELECT value FROM json_each(?)))`
+	// sweepBehindSQL makes due every parked row no open row precedes.
+	sweepBehindSQL = `UPDATE outbox SET next_attempt_at = ?
+		WHERE status = 'pending' AND next_attempt_at = ?
+		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = outbox.sink AND p.ordering_key = outbox.ordering_key
+		                  AND p.id < outbox.id AND p.status IN ('pending', 'inflight'))`
+)
+
+// releaseNext runs releaseNextSQL in tx for the rows ids.
+func releaseNext(ctx context.Context, tx *sql.Tx, now time.Time, ids ...int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, releaseNextSQL, us(now), behindUS, string(list)); err != nil {
+		return fmt.Errorf("release the next rows: %w", err)
+	}
+	return nil
+}
 
 // DisableSink implements outbox.SinkStates: one write transaction; a sink
 // enabled after sent is left enabled.
@@ -956,6 +1006,9 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 	if err := recordAttempts(ctx, tx, attempts); err != nil {
 		return nil, err
 	}
+	if err := releaseNext(ctx, tx, now, updated...); err != nil {
+		return nil, err
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
@@ -991,14 +1044,14 @@ func (s *Store) ExtendLeases(ctx context.Context, held []outbox.Held, now time.T
 
 // Retry implements outbox.Store.
 func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.Time, f outbox.Failure) error {
-	return s.fencedAttempt(ctx, id, token, now, f.Attempt, nil, `UPDATE outbox SET status = 'pending', lease_token = NULL,
+	return s.fencedAttempt(ctx, id, token, now, f.Attempt, nil, false, `UPDATE outbox SET status = 'pending', lease_token = NULL,
 		lease_expires_at = NULL, next_attempt_at = ?, last_status = ?, last_error = ?, last_response = ?, updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), f.HTTPStatus, f.Error, f.Response, us(now), id, token)
 }
 
 // Dead implements outbox.Store.
 func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f outbox.Failure) error {
-	return s.fencedAttempt(ctx, id, token, now, f.Attempt, f.DeadEvent, `UPDATE outbox SET status = 'dead',
+	return s.fencedAttempt(ctx, id, token, now, f.Attempt, f.DeadEvent, true, `UPDATE outbox SET status = 'dead',
 		lease_token = NULL, lease_expires_at = NULL, last_status = ?, last_error = ?, last_response = ?, updated_at = ?,
 		deaths = deaths + 1
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, f.HTTPStatus, f.Error, f.Response, us(now), id, token)
@@ -1006,11 +1059,13 @@ func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time,
 
 // fencedAttempt runs update, an UPDATE of claimed row id fenced by its
 // lease token, and in the same transaction records a in the row's attempt
-// history (when a is set) and inserts ev, a delivery.dead event (when ev
-// is set); it returns store.ErrLeaseLost when the row was not updated.
+// history (when a is set), inserts ev, a delivery.dead event (when ev is
+// set), and, with release (the row leaves the open states), makes the
+// next row of its key due; it returns store.ErrLeaseLost when the row
+// was not updated.
 func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, now time.Time, a *outbox.Attempt,
-	ev *outbox.DeadEvent, update string, args ...any) error {
-	if a == nil && ev == nil {
+	ev *outbox.DeadEvent, release bool, update string, args ...any) error {
+	if a == nil && ev == nil && !release {
 		return s.fenced(ctx, update, args...)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -1027,6 +1082,11 @@ func (s *Store) fencedAttempt(ctx context.Context, id int64, token string, now t
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return store.ErrLeaseLost
+	}
+	if release {
+		if err := releaseNext(ctx, tx, now, id); err != nil {
+			return err
+		}
 	}
 	if ev != nil {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
@@ -1118,12 +1178,13 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time
 
 // GiveBack implements outbox.Store.
 func (s *Store) GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *outbox.Attempt) error {
-	return s.fencedAttempt(ctx, id, token, now, a, nil, `UPDATE outbox SET status = 'pending', lease_token = NULL,
+	return s.fencedAttempt(ctx, id, token, now, a, nil, false, `UPDATE outbox SET status = 'pending', lease_token = NULL,
 		lease_expires_at = NULL, next_attempt_at = ?, attempts = max(attempts - 1, 0), updated_at = ?
 		WHERE id = ? AND lease_token = ? AND status = 'inflight'`, us(at), us(now), id, token)
 }
 
 // ReapExpired implements outbox.Store.
+// The parked rows whose turn has come are released too (sweepBehindSQL).
 func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL,
 		lease_expires_at = NULL, next_attempt_at = ?, updated_at = ?
@@ -1132,6 +1193,9 @@ func (s *Store) ReapExpired(ctx context.Context, now time.Time) (int, error) {
 		return 0, err
 	}
 	n, _ := res.RowsAffected()
+	if _, err := s.db.ExecContext(ctx, sweepBehindSQL, us(now), behindUS); err != nil {
+		return int(n), fmt.Errorf("release parked rows: %w", err)
+	}
 	return int(n), nil
 }
 

@@ -39,6 +39,17 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 }
 
+// TestParkedRowsAreSwept: storetest.ParkedRowsAreSwept, the row ahead
+// delivered by hand.
+func TestParkedRowsAreSwept(t *testing.T) {
+	s := newStore(t).(*Store)
+	storetest.ParkedRowsAreSwept(t, s, func(t *testing.T, id int64) {
+		if _, err := s.DB().Exec(`UPDATE outbox SET status = 'delivered' WHERE id = ?`, id); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestKeysMigrationKeepsRows: migration 0003 rebuilds inbox and sighting
 // (SQLite cannot alter a CHECK constraint); rows written under 0001 keep
 // every column, and outbox rows get an empty effect hash.

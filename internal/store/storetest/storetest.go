@@ -138,6 +138,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"ClaimLeaseFencing":                   testLeaseFencing,
 		"ClaimersNeverShareRows":              testClaimersNeverShare,
 		"OrderingKeyOrder":                    testOrderingKey,
+		"RowsBehindWaitParked":                testRowsBehindWaitParked,
 		"RetrySnoozeDeadReplayDiscard":        testTransitions,
 		"Stats":                               testStats,
 		"DisabledSinkNeverClaimed":            testDisabledSinkNeverClaimed,

@@ -258,14 +258,27 @@ func (p *Poller) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+		start := time.Now()
 		st, err := p.PollOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			p.log.Warn("poll failed", zap.Error(err))
 		}
 		p.log.Debug("polled", zap.Int("listed", st.Listed), zap.Int("downloaded", st.Downloaded),
-			zap.Int("ingested", st.Ingested), zap.Int("skipped", st.Skipped), zap.Int("failed", st.Failed))
-		t.Reset(tenPercentAround(p.cfg.PollInterval))
+			zap.Int("ingested", st.Ingested), zap.Int("skipped", st.Skipped), zap.Int("failed", st.Failed),
+			zap.Int("deferred", st.Deferred))
+		t.Reset(nextPoll(p.cfg.PollInterval, time.Since(start), st.Deferred > 0 && err == nil))
 	}
+}
+
+// nextPoll is how long after a poll that took took the next one starts:
+// polls start every interval (±10%), the next at once when one overran
+// it, or when max_files_per_poll left files for it (a backlog drains
+// poll after poll, not one batch an interval).
+func nextPoll(interval, took time.Duration, deferred bool) time.Duration {
+	if deferred {
+		return 0
+	}
+	return max(tenPercentAround(interval)-took, 0)
 }
 
 // releaseLeases gives up the directory leases this poller holds, so
@@ -301,9 +314,13 @@ func (p *Poller) SetClock(now func() time.Time) { p.now = now }
 // Stats counts what one poll did.
 type Stats struct {
 	Listed, Downloaded, Ingested, Skipped, Failed, PostProcessed int
+	// Deferred counts the files left for the next poll by
+	// max_files_per_poll (among Skipped).
+	Deferred int
 }
 
 func (s *Stats) add(o Stats) {
+	s.Deferred += o.Deferred
 	s.Listed += o.Listed
 	s.Downloaded += o.Downloaded
 	s.Ingested += o.Ingested
@@ -730,6 +747,7 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 	if len(todo) > p.cfg.MaxFilesPerPoll {
 		for range todo[p.cfg.MaxFilesPerPoll:] {
 			skip("limit")
+			st.Deferred++
 		}
 		todo = todo[:p.cfg.MaxFilesPerPoll]
 	}

@@ -407,10 +407,19 @@ func (in *inspection) addError(e *envelope.ParseError) error {
 	return err
 }
 
-// addWarnings spills the text lines of warnings: `  warning CODE: message`.
+// appendWarning appends the text line of a warning, located as errors
+// are: `  warning CODE: segment N (offset O): message`.
+func appendWarning(b []byte, w envelope.Warning) []byte {
+	if w.Segment > 0 {
+		return fmt.Appendf(b, "  warning %s: segment %d (offset %d): %s\n", w.Code, w.Segment, w.Offset, w.Message)
+	}
+	return fmt.Appendf(b, "  warning %s: offset %d: %s\n", w.Code, w.Offset, w.Message)
+}
+
+// addWarnings spills the text lines of warnings (appendWarning).
 func (in *inspection) addWarnings(ws []envelope.Warning) error {
 	for _, w := range ws {
-		in.eb = fmt.Appendf(in.eb[:0], "  warning %s: %s\n", w.Code, w.Message)
+		in.eb = appendWarning(in.eb[:0], w)
 		if _, err := in.warnSp.Write(in.eb); err != nil {
 			return err
 		}
@@ -468,7 +477,7 @@ func (in *inspection) finishText(index int, x12, valid bool, sum string, size in
 
 func (in *inspection) addWarningsTo(w *bufio.Writer, ws []envelope.Warning) error {
 	for _, wn := range ws {
-		if _, err := fmt.Fprintf(w, "  warning %s: %s\n", wn.Code, wn.Message); err != nil {
+		if _, err := w.Write(appendWarning(nil, wn)); err != nil {
 			return err
 		}
 	}

@@ -7,8 +7,9 @@ import (
 )
 
 // TestInspectWarningsExitZero: a file that is valid only through the
-// reader's leniencies exits 0, prints one `warning CODE: message` line per
-// warning, and carries the warnings at every level of --json.
+// reader's leniencies exits 0, prints one `warning CODE: segment N (offset
+// O): message` line per warning, and carries the warnings at every level
+// of --json.
 func TestInspectWarningsExitZero(t *testing.T) {
 	path := fixture("diag/warnings_each_level.x12")
 	stdout, _, code := runCLI(t, "inspect", path)
@@ -16,11 +17,13 @@ func TestInspectWarningsExitZero(t *testing.T) {
 		t.Fatalf("exit %d, want 0:\n%s", code, stdout)
 	}
 	for _, line := range []string{
-		"  warning utf8_bom: the file starts with a UTF-8 byte order mark (EF BB BF), skipped\n",
-		"  warning isa_field_width: ",
-		"  warning iea02_leading_zeros: IEA02=\"3438\" matches ISA13=\"000003438\" only when leading zeros are ignored\n",
-		"  warning ge02_leading_zeros: ",
-		"  warning st_se_padding: spaces around ST02 were trimmed\n",
+		"  warning utf8_bom: segment 1 (offset 0): the file starts with a UTF-8 byte order mark (EF BB BF), skipped\n",
+		"  warning leading_whitespace: segment 1 (offset 3): 1 byte of whitespace before the ISA, skipped\n",
+		"  warning isa_field_width: segment 1 (offset 4): ",
+		"  warning iea02_leading_zeros: segment 7 (offset 198): IEA02=\"3438\" matches ISA13=\"000003438\" only when leading zeros are ignored\n",
+		"  warning ge02_leading_zeros: segment 6 (offset 189): ",
+		"  warning st_se_padding: segment 3 (offset 142): spaces around ST02 were trimmed\n",
+		"  warning empty_segment: segment 5 (offset 173): 1 empty segment (two terminators \"~\" in a row) was skipped\n",
 	} {
 		if !strings.Contains(stdout, line) {
 			t.Errorf("text output lacks %q:\n%s", line, stdout)
@@ -63,7 +66,7 @@ func TestInspectWarningsExitZero(t *testing.T) {
 // counted, and a file without errors or warnings prints no warning line.
 func TestInspectNamesWhatWasRead(t *testing.T) {
 	stdout, _, code := runCLI(t, "inspect", fixture("diag/outside_set_counted.x12"))
-	if code != 1 || !strings.Contains(stdout, "segment T outside any transaction set: and 14 more; delimiters read from the ISA: ") {
+	if code != 1 || !strings.Contains(stdout, "segment T outside any transaction set: 14 more segments after it; delimiters read from the ISA: ") {
 		t.Errorf("exit %d:\n%s", code, stdout)
 	}
 	stdout, _, _ = runCLI(t, "inspect", fixture("835_canonical.x12"))

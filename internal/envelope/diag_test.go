@@ -12,7 +12,7 @@ import (
 )
 
 // TestDiagnosticsGolden compares the report of every fixture under
-// testdata/diag (one per diagnostic of issue 19) with its golden file.
+// testdata/diag (one per diagnostic the reader gives) with its golden file.
 // Run with -update to rewrite them after a deliberate change.
 func TestDiagnosticsGolden(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "diag", "*.x12"))
@@ -106,7 +106,7 @@ func TestStraySegmentsAreNamedAndCounted(t *testing.T) {
 	if len(errs) != 1 || !errors.Is(errs[0], ErrOutsideSet) {
 		t.Fatalf("errors %v, want one outside_set", errs)
 	}
-	want := `segment 3 (offset 162): segment T outside any transaction set: and 14 more; ` +
+	want := `segment 3 (offset 162): segment T outside any transaction set: 14 more segments after it; ` +
 		`delimiters read from the ISA: element "*", repetition "^", component ":", segment terminator "~"`
 	if got := errs[0].Error(); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -133,7 +133,7 @@ func TestStrayCountIsFinalWhenStreamed(t *testing.T) {
 		re.Collect(k, emit)
 	}
 	re.Finish(emit)
-	if len(got) != 1 || !strings.Contains(got[0], "and 14 more") {
+	if len(got) != 1 || !strings.Contains(got[0], "14 more segments after it") {
 		t.Errorf("streamed errors %q", got)
 	}
 }

@@ -84,7 +84,7 @@ var (
 	ErrISAUsage           = &Cause{Code: "isa15_value", Level: LevelInterchange, Ack: "020", msg: "invalid test indicator (ISA15)"}
 	ErrIEAControlNumber   = &Cause{Code: "iea02_mismatch", Level: LevelInterchange, Ack: "001", msg: "IEA02 does not match ISA13"}
 	ErrIEAGroupCount      = &Cause{Code: "iea01_count", Level: LevelInterchange, Ack: "021", msg: "IEA01 does not match the number of functional groups"}
-	ErrIEAMissing         = &Cause{Code: "iea_missing", Level: LevelInterchange, Ack: "023", msg: "interchange ends without IEA (truncated)"}
+	ErrIEAMissing         = &Cause{Code: "iea_missing", Level: LevelInterchange, Ack: "023", msg: "interchange ends without IEA"}
 	ErrTA1Syntax          = &Cause{Code: "ta1_syntax", Level: LevelInterchange, Ack: "024", msg: "invalid TA1 segment"}
 	ErrOutsideGroup       = &Cause{Code: "outside_group", Level: LevelInterchange, Ack: "024", msg: "segment outside any functional group"}
 	ErrSegmentTooLong     = &Cause{Code: "segment_too_long", Level: LevelInterchange, Ack: "024", msg: "segment longer than the maximum allowed"}
@@ -108,6 +108,11 @@ var (
 	// IK304 8 (segment has data element errors), IK502 5.
 	ErrSetSegmentTooLong = &Cause{Code: "segment_too_long", Level: LevelSet, Ack: "5", Segment: "8", msg: "segment longer than the maximum allowed"}
 	ErrSegmentID         = &Cause{Code: "segment_id", Level: LevelSet, Ack: "5", Segment: "1", msg: "unrecognized segment identifier"}
+	// ErrInvalidCharacter is a control character (0x00-0x1F or 0x7F, not
+	// a delimiter, CR or LF) inside an element of a set: outside the X12
+	// basic and extended character sets, which every HIPAA guide uses
+	// (IK304 8, IK502 5).
+	ErrInvalidCharacter = &Cause{Code: "invalid_character", Level: LevelSet, Ack: "5", Segment: "8", msg: "segment holds a control character outside the X12 character set"}
 )
 
 // ParseError is one located envelope error. It never quotes segment content
@@ -130,7 +135,7 @@ type ParseError struct {
 
 func (e *ParseError) Error() string {
 	msg := e.Cause.msg
-	if e.SegmentID != "" && strings.HasPrefix(msg, "segment outside") {
+	if e.SegmentID != "" && strings.HasPrefix(msg, "segment ") {
 		msg = "segment " + e.SegmentID + msg[len("segment"):]
 	}
 	if e.Detail != "" {

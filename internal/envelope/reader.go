@@ -233,6 +233,14 @@ type Reader struct {
 	nextISA isaHeader
 	long    []byte // a segment longer than the bufio buffer
 	longID  string // the identifier of the segment too long just read
+	// fastLast is the last segment fastSet took (its raw bytes are gone
+	// with the buffer): for the error of an interchange that ends there.
+	fastLast struct {
+		id    [3]byte
+		n     int
+		off   int64
+		index int
+	}
 	wrapped []byte // a segment with line breaks removed
 
 	ix  *Interchange
@@ -401,7 +409,7 @@ func (r *Reader) start() error {
 	}
 	if lead > 0 {
 		r.fileWarns = append(r.fileWarns, Warning{Code: WarnLeadingWhitespace, Offset: int64(ws), Segment: 1,
-			Message: fmt.Sprintf("%d bytes of whitespace before the ISA, skipped", lead)})
+			Message: fmt.Sprintf("%s of whitespace before the ISA, skipped", plural(lead, "byte", "bytes"))})
 	}
 	if _, err := r.br.Discard(i); err != nil {
 		return err
@@ -764,7 +772,7 @@ func (r *Reader) addTA1(seg Segment) {
 }
 
 func (r *Reader) oversize(seg Segment) {
-	e := &ParseError{Offset: seg.Offset, Segment: seg.Index, Cause: ErrSegmentTooLong,
+	e := &ParseError{Offset: seg.Offset, Segment: seg.Index, Cause: ErrSegmentTooLong, SegmentID: r.longID,
 		Detail: fmt.Sprintf("limit %d bytes", r.opts.MaxSegment)}
 	switch {
 	case r.set != nil:
@@ -852,10 +860,15 @@ func (r *Reader) moreStray() {
 func (r *Reader) strayDetail() {
 	d := r.strayID
 	if r.strayN > 0 {
-		if d != "" {
-			d += ", "
+		more := strconv.Itoa(r.strayN) + " more segment"
+		if r.strayN > 1 {
+			more += "s"
 		}
-		d += "and " + strconv.Itoa(r.strayN) + " more"
+		if d != "" {
+			d += ", and " + more
+		} else {
+			d = more + " after it"
+		}
 	}
 	if r.ix != nil {
 		if d != "" {
@@ -1050,17 +1063,18 @@ func (r *Reader) lenientWarnings() {
 				"segments end with CR LF: the LF after each terminator CR was skipped (%d bytes)", l.ws.bytes))
 		} else {
 			r.warnIx(WarnLineBreaks, l.ws.first, l.ws.seg, fmt.Sprintf(
-				"%d bytes of line breaks or spaces between segments, after the terminator %s, were skipped",
-				l.ws.bytes, printableDelim(d.Segment, false)))
+				"%s of line breaks or spaces between segments, after the terminator %s, skipped",
+				plural(int(l.ws.bytes), "byte", "bytes"), printableDelim(d.Segment, false)))
 		}
 	}
 	if l.wrapped > 0 {
 		r.warnIx(WarnSegmentLineBreaks, l.wrapOff, l.wrapSeg, fmt.Sprintf(
-			"%d segments hold line breaks (wrapped lines), removed", l.wrapped))
+			"%s line breaks (wrapped lines), removed", plural(l.wrapped, "segment holds", "segments hold")))
 	}
 	if l.empty > 0 {
 		r.warnIx(WarnEmptySegment, l.emptyOff, l.emptySeg, fmt.Sprintf(
-			"%d empty segments (two terminators %s in a row) were skipped", l.empty, printableDelim(d.Segment, false)))
+			"%s (two terminators %s in a row) %s skipped", plural(l.empty, "empty segment", "empty segments"),
+			printableDelim(d.Segment, false), map[bool]string{true: "was", false: "were"}[l.empty == 1]))
 	}
 }
 
@@ -1086,11 +1100,35 @@ func (r *Reader) endInterchange(trailer bool) Kind {
 		r.lenientWarnings()
 		if len(ix.Errors) < maxErrors {
 			ix.Errors = append(ix.Errors, &ParseError{Offset: r.endOffset(), Segment: r.endIndex(), Cause: ErrIEAMissing,
-				Detail: describeDelims(r.d, ix.crlf)})
+				Detail: r.ieaMissing()})
 		}
 	}
 	r.ended = KindInterchangeEnd
 	return KindInterchangeEnd
+}
+
+// ieaMissing says how an interchange ended without its IEA: at the end of
+// the file after the segment last read (cut off, or an IEA inside that
+// segment: the segments from there on are not ended by the interchange's
+// terminator, which changed), or at the next ISA; then the delimiters.
+func (r *Reader) ieaMissing() string {
+	last := r.seg
+	delims := describeDelims(r.d, r.ix.crlf)
+	if !r.eof {
+		return fmt.Sprintf("segment %d (offset %d) begins another interchange; %s", last.Index, last.Offset, delims)
+	}
+	if f := r.fastLast; f.index > last.Index {
+		return fmt.Sprintf("the file ends after segment %d %s (offset %d): cut off; %s", f.index, safeID(f.id[:f.n]), f.off, delims)
+	}
+	id := safeID(last.id())
+	if id == "" {
+		id = "with an unreadable identifier"
+	}
+	if k := bytes.Index(last.raw, []byte{'I', 'E', 'A', r.d.Element}); k > 0 {
+		return fmt.Sprintf("an IEA is inside segment %d %s (offset %d), %d bytes in: the segments from offset %d on are not ended by the terminator %s (it changed there, or was dropped); %s",
+			last.Index, id, last.Offset, k, last.Offset, printableDelim(r.d.Segment, r.ix.crlf), delims)
+	}
+	return fmt.Sprintf("the file ends after segment %d %s (offset %d): cut off; %s", last.Index, id, last.Offset, delims)
 }
 
 func (r *Reader) startGroup(seg Segment) {
@@ -1223,8 +1261,12 @@ func (r *Reader) startSet(seg Segment) {
 // current set.
 func (r *Reader) addToSet(seg Segment) {
 	r.set.SegmentCount++
+	trig := hasTrigger(seg.raw)
+	if trig {
+		r.checkCharacters(seg.raw, seg.Offset, seg.Index, r.set.SegmentCount)
+	}
 	if !r.opts.NoContentHash {
-		r.hs.add(seg.raw)
+		r.hs.addChecked(seg.raw, trig)
 	}
 	if r.opts.KeepSegments {
 		r.keep(seg.raw, seg.Offset, seg.Index)
@@ -1260,7 +1302,7 @@ func (r *Reader) fastSet() {
 	hs := r.hs
 	canon, out := hs.canonical, hs.out // out is stored back below
 	taken := 0
-	i := 0
+	i, last := 0, 0
 	// The whitespace between segments, in one counter: its bytes in the
 	// low 32 bits, its LFs (for the wrapped segments, below) above.
 	ws := 0
@@ -1287,9 +1329,14 @@ func (r *Reader) fastSet() {
 		// Kept segments must be free of line breaks; hashed ones are
 		// stripped of them by the normalisation. A segment free of
 		// trigger bytes holds none.
-		trig := (keep || hash && canon) && hasTrigger(seg)
+		// A trigger byte is also the only way a control character gets
+		// in: only those segments are looked at for one.
+		trig := hasTrigger(seg)
 		if keep && trig && (bytes.IndexByte(seg, '\n') >= 0 || bytes.IndexByte(seg, '\r') >= 0) {
 			break
+		}
+		if trig {
+			r.checkCharacters(seg, r.off+int64(i), r.segIndex+taken+1, r.set.SegmentCount+taken+1)
 		}
 		if hash {
 			if canon && !trig && seg[j-1] != '*' && len(out)+j < hashChunk {
@@ -1305,9 +1352,20 @@ func (r *Reader) fastSet() {
 		if keep {
 			r.keep(seg, r.off+int64(i), r.segIndex+taken)
 		}
+		last = i
 		i += j + 1
 	}
 	hs.out = out
+	if taken > 0 {
+		f := &r.fastLast
+		seg := buf[last : i-1] // the last segment taken, without its terminator
+		n := bytes.IndexByte(seg, es)
+		if n < 0 || n > 3 {
+			n = min(len(seg), 3)
+		}
+		f.n = copy(f.id[:], seg[:n])
+		f.off, f.index = r.off+int64(last), r.segIndex+taken
+	}
 	if ws != 0 {
 		r.wsTaken(buf[:i], ws&(1<<32-1))
 	}
@@ -1322,6 +1380,28 @@ func (r *Reader) fastSet() {
 	r.segIndex += taken
 	r.br.Discard(i)
 	r.off += int64(i)
+}
+
+// checkCharacters records ErrInvalidCharacter for the set segment raw (at
+// off, the index-th of the file, the pos-th of its set) when it holds a
+// control character that is no delimiter, CR or LF: the first such byte,
+// by its value and element, never the content around it.
+func (r *Reader) checkCharacters(raw []byte, off int64, index, pos int) {
+	d := r.d
+	for i, c := range raw {
+		if (c >= 0x20 && c != 0x7F) || c == '\r' || c == '\n' || c == d.Element || c == d.Component ||
+			c == d.Segment || d.Repetition != 0 && c == d.Repetition {
+			continue
+		}
+		elem := bytes.Count(raw[:i], []byte{d.Element})
+		if len(r.set.Errors) < maxErrors {
+			r.set.Errors = append(r.set.Errors, &ParseError{Offset: off + int64(i), Segment: index, Position: pos,
+				SegmentID: safeID(Segment{raw: raw, d: d}.id()), Cause: ErrInvalidCharacter,
+				Detail: fmt.Sprintf("byte 0x%02X in element %d, %d bytes into the segment", c, elem, i)})
+		}
+		r.nestErr(2)
+		return
+	}
 }
 
 // wsTaken records the n bytes of whitespace between the segments fastSet

@@ -59,7 +59,7 @@ func isaWidthDetail(h *isaHeader) string {
 			b.WriteString("; ")
 		}
 		n++
-		fmt.Fprintf(&b, "ISA%02d is %d characters, not %d", i, len(h.elems[i]), isaWidths[i])
+		fmt.Fprintf(&b, "ISA%02d is %s, not %d", i, characters(len(h.elems[i])), isaWidths[i])
 	}
 	return b.String()
 }
@@ -141,4 +141,15 @@ func (w *wsTrack) add(off int64, seg int, n int) {
 		w.first, w.seg = off, seg
 	}
 	w.bytes += int64(n)
+}
+
+// characters is "1 character" or "n characters".
+func characters(n int) string { return plural(n, "character", "characters") }
+
+// plural is n and the noun in its number: "1 byte", "2 bytes".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }

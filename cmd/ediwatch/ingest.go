@@ -213,7 +213,9 @@ func ingestOpened(cmd *cobra.Command, opts inbox.Options, dec *pgp.Decrypter, so
 		if info.SHA256, err = sum(); err != nil {
 			return nil, "", err
 		}
-		pt, _, err := dec.Spool(cmd.Context(), fh, "")
+		pt, _, err := dec.SpoolWarn(cmd.Context(), fh, "", func(msg string) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", path, msg)
+		})
 		if pgp.ReasonOf(err) != "" {
 			if l, ok := opts.Store.(inbox.Ledger); ok {
 				if _, lerr := l.RecordFileProblem(cmd.Context(), info, inbox.FileRejected, "decrypt: "+err.Error()); lerr != nil {

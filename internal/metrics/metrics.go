@@ -19,7 +19,7 @@ type Metrics struct {
 	X12Warnings     *prometheus.CounterVec // code: a leniency of the envelope reader
 	PostProcessed   *prometheus.CounterVec // source, action
 	// FilesDecryptFailed counts files refused by OpenPGP (internal/pgp
-	// reasons: wrong_key, corrupt, unsigned, bad_signature,
+	// reasons: wrong_key, corrupt, unsigned, bad_signature, key_expired,
 	// unknown_signer, not_encrypted).
 	FilesDecryptFailed *prometheus.CounterVec // source, reason
 	// SourceLastFile and SourceOverdue are the silence alarm of a source.
@@ -119,7 +119,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "1 when the last reconciliation (last 24h) found a divergence, else 0."})
 	reg.MustRegister(m.Divergence)
 	m.FilesDecryptFailed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ediwatch_files_decrypt_failed_total",
-		Help: "Files rejected by OpenPGP decryption or verification, by reason (wrong_key, corrupt, unsigned, bad_signature, unknown_signer, not_encrypted); nothing of them is posted."},
+		Help: "Files rejected by OpenPGP decryption or verification, by reason (wrong_key, corrupt, unsigned, bad_signature, key_expired, unknown_signer, not_encrypted, too_large); nothing of them is posted."},
 		[]string{"source", "reason"})
 	reg.MustRegister(m.FilesDecryptFailed)
 	reg.MustRegister(m.Deliveries, m.DeliveryLatency, m.BreakerState, m.LeaseLost,

@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
@@ -42,8 +43,13 @@ const (
 	// signature, or the file is plaintext (not an OpenPGP message).
 	ReasonUnsigned = "unsigned"
 	// ReasonBadSignature: signed by the partner's key, but the signature
-	// does not verify (altered content, expired or revoked key).
+	// does not verify (altered content, a revoked key, an expired
+	// signature). A signature made while the key was valid stays good
+	// after the key expired, as GnuPG has it, with a warning.
 	ReasonBadSignature = "bad_signature"
+	// ReasonKeyExpired: signed by the partner's key at a time the key had
+	// already expired.
+	ReasonKeyExpired = "key_expired"
 	// ReasonUnknownSigner: signed, by a key other than verify_key_file's.
 	ReasonUnknownSigner = "unknown_signer"
 	// ReasonNotEncrypted: plaintext (or a message signed but not
@@ -60,8 +66,8 @@ const DefaultMaxPlaintext int64 = 1 << 30
 
 // Reasons lists every reason, for metrics initialisation and docs.
 func Reasons() []string {
-	return []string{ReasonWrongKey, ReasonCorrupt, ReasonUnsigned, ReasonBadSignature, ReasonUnknownSigner,
-		ReasonNotEncrypted, ReasonTooLarge}
+	return []string{ReasonWrongKey, ReasonCorrupt, ReasonUnsigned, ReasonBadSignature, ReasonKeyExpired,
+		ReasonUnknownSigner, ReasonNotEncrypted, ReasonTooLarge}
 }
 
 var reasonText = map[string]string{
@@ -69,6 +75,7 @@ var reasonText = map[string]string{
 	ReasonCorrupt:       "corrupt OpenPGP message",
 	ReasonUnsigned:      "OpenPGP message not signed, and verify_key_file requires a signature",
 	ReasonBadSignature:  "OpenPGP signature does not verify",
+	ReasonKeyExpired:    "OpenPGP message signed after the partner's key expired",
 	ReasonUnknownSigner: "OpenPGP message signed by a key other than verify_key_file's",
 	ReasonNotEncrypted:  "not an encrypted OpenPGP message, and the source has require_encryption",
 	ReasonTooLarge:      "OpenPGP plaintext larger than the cap (max_file_size)",
@@ -258,7 +265,12 @@ func (d *Decrypter) Require() bool { return d.require }
 // returned as it is. When the error is a refusal found at the end (a bad
 // signature, a damaged integrity tag), dst has received plaintext that
 // must not be used: the caller discards it.
-func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
+func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error { return d.DecryptWarn(dst, src, nil) }
+
+// DecryptWarn is Decrypt that tells warn (when set) what a file's
+// decryption found worth reporting but not refusing: a signature made
+// while the partner's key was valid, the key expired since.
+func (d *Decrypter) DecryptWarn(dst io.Writer, src io.Reader, warn func(string)) error {
 	br := bufio.NewReaderSize(src, 64<<10)
 	// The packets' framing is followed as they are read, so that a message
 	// that cannot be read is told cut off (the file ends inside its last
@@ -310,7 +322,9 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		return &Error{Reason: ReasonUnknownSigner, Err: fmt.Errorf("signer key id %016X", md.SignedByKeyId)}
 	case d.verify != nil && md.SignatureError != nil:
 		// Known before the body: an unsupported hash, say.
-		return &Error{Reason: ReasonBadSignature, Err: md.SignatureError}
+		if err := signatureRefusal(md, warn); err != nil {
+			return err
+		}
 	}
 	w := &errWriter{w: dst}
 	n, err := io.Copy(w, io.LimitReader(md.UnverifiedBody, d.max+1))
@@ -327,12 +341,52 @@ func (d *Decrypter) Decrypt(dst io.Writer, src io.Reader) error {
 		return &Error{Reason: ReasonTooLarge, Err: fmt.Errorf("over %d bytes", d.max)}
 	}
 	if d.verify != nil {
-		switch {
-		case md.SignatureError != nil:
-			return &Error{Reason: ReasonBadSignature, Err: md.SignatureError}
-		case md.Signature == nil:
+		if md.Signature == nil && md.SignatureError == nil {
 			return &Error{Reason: ReasonUnsigned}
 		}
+		if err := signatureRefusal(md, warn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// signatureRefusal returns the refusal of md's signature (md.Signature
+// or md.SignatureError set), nil when it is good. go-crypto judges the
+// signing key's expiry at the time of reading; GnuPG, at the time of the
+// signature ("Good signature ... [expired]"), and so does ediwatch: a
+// signature that verifies, made while the key was valid, is good, and warn
+// is told that the key has expired since. One made after the key expired
+// is refused as key_expired; one made before the key existed, as
+// bad_signature.
+func signatureRefusal(md *openpgp.MessageDetails, warn func(string)) error {
+	err := md.SignatureError
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, pgperrors.ErrKeyExpired) || md.Signature == nil || md.SignedBy == nil ||
+		md.SignedBy.Entity == nil {
+		return &Error{Reason: ReasonBadSignature, Err: err}
+	}
+	// go-crypto checks revocation before expiry, and the cryptographic
+	// signature before both: ErrKeyExpired means both passed.
+	at, key := md.Signature.CreationTime, md.SignedBy
+	if at.Before(key.PublicKey.CreationTime) {
+		return &Error{Reason: ReasonBadSignature, Err: fmt.Errorf("signature of %s older than key %016X",
+			at.UTC().Format(time.RFC3339), key.PublicKey.KeyId)}
+	}
+	self, _ := key.Entity.PrimarySelfSignature()
+	bySubkey := key.PublicKey != key.Entity.PrimaryKey
+	if key.Entity.PrimaryKey.KeyExpired(self, at) || bySubkey && key.SelfSignature != nil && key.PublicKey.KeyExpired(key.SelfSignature, at) {
+		return &Error{Reason: ReasonKeyExpired, Err: fmt.Errorf("signed %s, after key %016X expired",
+			at.UTC().Format(time.RFC3339), key.PublicKey.KeyId)}
+	}
+	if md.Signature.SigExpired(time.Now()) {
+		return &Error{Reason: ReasonBadSignature, Err: pgperrors.ErrSignatureExpired}
+	}
+	if warn != nil {
+		warn(fmt.Sprintf("OpenPGP signature by key %016X made %s, while the key was valid; the key has expired since",
+			key.PublicKey.KeyId, at.UTC().Format(time.RFC3339)))
 	}
 	return nil
 }
@@ -389,6 +443,11 @@ func (e *errWriter) Write(b []byte) (int, error) {
 // there is none. f is read from its current offset. Cancelling ctx stops
 // the decryption with ctx's error (not a refusal).
 func (d *Decrypter) Spool(ctx context.Context, f *os.File, dir string) (*os.File, int64, error) {
+	return d.SpoolWarn(ctx, f, dir, nil)
+}
+
+// SpoolWarn is Spool that tells warn (when set) what DecryptWarn does.
+func (d *Decrypter) SpoolWarn(ctx context.Context, f *os.File, dir string, warn func(string)) (*os.File, int64, error) {
 	start, err := f.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return nil, 0, fmt.Errorf("decrypt: %w", err)
@@ -424,7 +483,7 @@ func (d *Decrypter) Spool(ctx context.Context, f *os.File, dir string) (*os.File
 		return nil, 0, fmt.Errorf("decrypt: spool: %w", err)
 	}
 	bw := bufio.NewWriterSize(pt, 256<<10)
-	err = d.Decrypt(bw, ctxReader{ctx, f})
+	err = d.DecryptWarn(bw, ctxReader{ctx, f}, warn)
 	if err != nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}

@@ -323,3 +323,52 @@ func TestCancelledSpoolIsNoRefusal(t *testing.T) {
 		t.Fatalf("err = %v (reason %q)", err, pgp.ReasonOf(err))
 	}
 }
+
+// TestSignatureFromAKeyExpiredSince follows GnuPG: a message the
+// partner's key signed while it was valid verifies after the key expired,
+// with a warning naming the key and the time ("Good signature ...
+// [expired]"); one signed after the key had expired is refused, as
+// key_expired. The key (made in 2020, set to expire in 2021) and both
+// signatures are GnuPG's, made at faked times.
+func TestSignatureFromAKeyExpiredSince(t *testing.T) {
+	k := gpgKeys(t)
+	g := k.g
+	at := func(ts string, args ...string) []byte {
+		return g.Run(remit(t), append([]string{"--faked-system-time", ts + "!"}, args...)...)
+	}
+	uid := "Old Partner <old@example.test>"
+	g.Run(nil, "--faked-system-time", "20200101T000000!", "--quick-gen-key", uid, "ed25519", "sign", "never")
+	var fpr string
+	for _, line := range strings.Split(string(g.Run(nil, "--with-colons", "--list-keys", uid)), "\n") {
+		if f := strings.Split(line, ":"); len(f) > 9 && f[0] == "fpr" {
+			fpr = f[9]
+			break
+		}
+	}
+	whileValid := at("20200601T000000", "--local-user", fpr, "--sign")
+	afterExpiry := at("20220601T000000", "--local-user", fpr, "--sign")
+	g.Run(nil, "--faked-system-time", "20200102T000000!", "--quick-set-expire", fpr, "1y")
+	old := gpgtest.Key{UID: uid, Fingerprint: fpr, PublicFile: filepath.Join(g.Home, "old.pub.asc")}
+	if err := os.WriteFile(old.PublicFile, g.Run(nil, "--armor", "--export", fpr), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := decrypter(t, &k.usRSA, &old, k.g.PassFile, false)
+
+	var warnings []string
+	var out bytes.Buffer
+	err := d.DecryptWarn(&out, bytes.NewReader(whileValid), func(m string) { warnings = append(warnings, m) })
+	if err != nil || !bytes.Equal(out.Bytes(), remit(t)) {
+		t.Fatalf("signed while the key was valid: %v (%d bytes)", err, out.Len())
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "expired since") || !strings.Contains(warnings[0], "2020-06-01") {
+		t.Errorf("warnings %q, want one saying the key expired since the 2020-06-01 signature", warnings)
+	}
+	warnings = nil
+	_, err = decrypt(d, afterExpiry)
+	if pgp.ReasonOf(err) != pgp.ReasonKeyExpired || !strings.Contains(err.Error(), "2022-06-01") {
+		t.Errorf("signed after the key expired: %v, want key_expired naming the time", err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings %q for a refused message", warnings)
+	}
+}

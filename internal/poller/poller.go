@@ -967,7 +967,7 @@ func (p *Poller) take(ctx context.Context, dir string, c candidate, fence inbox.
 	// The plaintext: the spool itself, or the decrypted message.
 	plain, plainSize, refused := spool, n, ""
 	if p.cfg.Decrypt != nil {
-		pt, size, err := p.cfg.Decrypt.Spool(ctx, spool, p.cfg.SpoolDir)
+		pt, size, err := p.cfg.Decrypt.SpoolWarn(ctx, spool, p.cfg.SpoolDir, func(msg string) { log.Warn(msg) })
 		switch refused = pgp.ReasonOf(err); {
 		case err == nil:
 			if pt != spool {

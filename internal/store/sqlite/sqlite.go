@@ -283,6 +283,10 @@ type ingestion struct {
 	claimed [][2]string
 	// wal: the database is in WAL mode, read at begin (see rowContext).
 	wal bool
+	// conflicts counts the key conflicts recorded so far (sightings of
+	// kind conflict): while there is none, no acknowledgment needs
+	// conflictsInGroupSQL.
+	conflicts int
 }
 
 // stmt returns q prepared on the ingestion's transaction.
@@ -485,6 +489,7 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 		default:
 			res.Outcome, res.OriginalCorrelationID = inbox.Conflict, exCorr
 			add()
+			in.conflicts++
 			return in.sighting(ctx, "conflict", r, exCorr)
 		}
 	}
@@ -600,6 +605,7 @@ func (in *ingestion) flushClaimed(ctx context.Context) error {
 		}
 		if kind == "conflict" {
 			res.Outcome = inbox.Conflict
+			in.conflicts++
 		}
 		res.Key = key
 		seen[[2]string{key, hash}] = res
@@ -677,7 +683,7 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	if err := in.flushClaimed(ctx); err != nil {
 		return err
 	}
-	if e.UnlessConflictIn != "" {
+	if e.UnlessConflictIn != "" && in.conflicts > 0 {
 		var conflicts int
 		if err := in.queryRow(ctx, conflictsInGroupSQL,
 			[]any{in.f.CorrelationID, e.UnlessConflictIn, e.UnlessConflictIn}, &conflicts); err != nil {

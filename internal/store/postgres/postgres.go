@@ -1110,15 +1110,26 @@ const behindSQL = `'9999-12-30T00:00:00Z'::timestamptz`
 const (
 	// parkBehindSQL parks the rows an arrival (by correlation id) made
 	// that wait behind an open row of their sink and ordering key.
-	parkBehindSQL = `UPDATE outbox o SET next_attempt_at = ` + behindSQL + `
-		WHERE o.correlation_id = $1 AND o.status = 'pending' AND o.next_attempt_at < ` + behindSQL + `
-		  AND EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
-		              AND p.id < o.id AND p.status IN ('pending', 'inflight'))`
+	//
+	// The statements are shaped so that the planner keeps to
+	// outbox_correlation and outbox_open_by_order whatever its statistics
+	// say (a fresh table has none): a materialized lookup by correlation
+	// id, and probes ordered as outbox_open_by_order is. Planned from the
+	// predicates alone, with the table not analyzed yet, a 20,000-file
+	// backlog walked every open row of the sink per row parked (polls of
+	// 14 s, the ingest holding its ordering key's lock meanwhile).
+	parkBehindSQL = `WITH mine AS MATERIALIZED (SELECT id, sink, ordering_key FROM outbox WHERE correlation_id = $1)
+		UPDATE outbox o SET next_attempt_at = ` + behindSQL + ` FROM mine m
+		WHERE o.id = m.id AND o.status = 'pending' AND o.next_attempt_at < ` + behindSQL + `
+		  AND EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = m.ordering_key AND p.sink = m.sink
+		              AND p.status IN ('pending', 'inflight') AND p.id < m.id
+		              ORDER BY p.ordering_key, p.sink, p.id LIMIT 1)`
 	// sweepBehindSQL makes due every parked row no open row precedes.
 	sweepBehindSQL = `UPDATE outbox o SET next_attempt_at = $1
 		WHERE o.status = 'pending' AND o.next_attempt_at = ` + behindSQL + `
-		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
-		                  AND p.id < o.id AND p.status IN ('pending', 'inflight'))`
+		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = o.ordering_key AND p.sink = o.sink
+		                  AND p.status IN ('pending', 'inflight') AND p.id < o.id
+		                  ORDER BY p.ordering_key, p.sink, p.id LIMIT 1)`
 )
 
 // releaseNextCTE is a data-modifying CTE that makes due the parked row
@@ -1128,8 +1139,9 @@ const (
 // the first open one after each.
 func releaseNextCTE(now string) string {
 	return `rel AS (UPDATE outbox SET next_attempt_at = ` + now + `
-		FROM (SELECT (SELECT min(n.id) FROM outbox n WHERE n.sink = u.sink AND n.ordering_key = u.ordering_key
-		              AND n.id > u.id AND n.status IN ('pending', 'inflight')) AS id FROM u) x
+		FROM (SELECT (SELECT n.id FROM outbox n WHERE n.ordering_key = u.ordering_key AND n.sink = u.sink
+		              AND n.status IN ('pending', 'inflight') AND n.id > u.id
+		              ORDER BY n.ordering_key, n.sink, n.id LIMIT 1) AS id FROM u) x
 		WHERE outbox.id = x.id AND outbox.status = 'pending' AND outbox.next_attempt_at = ` + behindSQL + `)`
 }
 

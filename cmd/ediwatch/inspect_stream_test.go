@@ -148,7 +148,11 @@ func refWriteText(w io.Writer, reports []*refFileReport) error {
 		// interchange's as it ends.
 		warn := func(ws []envelope.Warning) {
 			for _, x := range ws {
-				fmt.Fprintf(w, "  warning %s: %s\n", x.Code, x.Message)
+				if x.Segment > 0 {
+					fmt.Fprintf(w, "  warning %s: segment %d (offset %d): %s\n", x.Code, x.Segment, x.Offset, x.Message)
+				} else {
+					fmt.Fprintf(w, "  warning %s: offset %d: %s\n", x.Code, x.Offset, x.Message)
+				}
 			}
 		}
 		warn(r.Warnings)

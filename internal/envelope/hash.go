@@ -130,14 +130,15 @@ func (s *setHasher) sum(dst *[32]byte) {
 
 // hasTrigger reports whether seg may not be in normal form in the
 // canonical delimiters: whether it holds a byte below '!' (space, CR, LF,
-// other controls), ':', '^' or '\'. Without one (and without a trailing
-// '*') a canonical segment is normal. Any line break makes it true, so it
-// also tells the reader which segments need a closer look for them.
+// other controls), ':', '^', '\' or DEL. Without one (and without a
+// trailing '*') a canonical segment is normal. Any line break or control
+// character makes it true, so it also tells the reader which segments need
+// a closer look for them.
 func hasTrigger(seg []byte) bool {
 	n := len(seg)
 	if n < 8 {
 		for _, c := range seg {
-			if c < '!' || c == ':' || c == '^' || c == escape {
+			if c < '!' || c == ':' || c == '^' || c == escape || c == 0x7F {
 				return true
 			}
 		}
@@ -168,5 +169,7 @@ func triggerBits(v uint64) uint64 {
 	t |= (a - ones) &^ a
 	b := (v | 0x02*ones) ^ ('^' * ones) // '^' or '\' (0x5C | 0x02 = '^')
 	t |= (b - ones) &^ b
+	d := v ^ (0x7F * ones) // DEL, a control character
+	t |= (d - ones) &^ d
 	return t
 }

@@ -39,6 +39,14 @@ func TestControlCharacterInAnElementRejectsTheSet(t *testing.T) {
 			t.Errorf("keep %v: a set with a NUL in an element is valid", opts.KeepSegments)
 		}
 	}
+	// DEL alone in a segment (no other byte that sends it the slow way).
+	trn := bytes.Index(canonical, []byte("TRN*1*"))
+	del := bytes.Clone(canonical)
+	del[trn+6] = 0x7F
+	if f, err := Parse(bytes.NewReader(del), Options{}); err != nil || len(f.AllErrors()) != 1 ||
+		!errors.Is(f.AllErrors()[0], ErrInvalidCharacter) || !strings.Contains(f.AllErrors()[0].Error(), "byte 0x7F") {
+		t.Errorf("DEL in TRN02: %v %v", err, f.AllErrors())
+	}
 	// Spaces, colons and a control-character delimiter are data, not errors.
 	if f, err := Parse(bytes.NewReader(canonical), Options{}); err != nil || len(f.AllErrors()) != 0 {
 		t.Errorf("the canonical file: %v %v", err, f.AllErrors())

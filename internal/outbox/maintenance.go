@@ -83,11 +83,16 @@ func (p *Pruner) Run(ctx context.Context) error {
 		}
 		at := now()
 		tok, ok, err := p.Store.AcquireLease(ctx, MaintenanceLease, p.Holder, 5*renew, at)
-		if err != nil || !ok {
-			if err != nil && ctx.Err() == nil {
+		if err != nil {
+			// The store is unreachable: the lease may still be ours, and
+			// the next renewal tells (the same token: no new pass).
+			if ctx.Err() == nil {
 				p.Log.Warn("maintenance lease failed", zap.Error(err))
 			}
-			token = 0
+			continue
+		}
+		if !ok {
+			token = 0 // another replica's
 			continue
 		}
 		if tok != token {

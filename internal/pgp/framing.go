@@ -110,10 +110,11 @@ func (f *framing) next() {
 }
 
 // cutOff reports whether the bytes written end inside a packet, or
-// before any.
+// before any, or may: inside an old-format packet of indeterminate
+// length (what `gpg --sign` writes), which any length completes.
 func (f *framing) cutOff() bool {
 	switch f.state {
-	case frameNewLen, frameOldLen, frameBody:
+	case frameNewLen, frameOldLen, frameBody, frameToEnd:
 		return true
 	case frameTag:
 		return f.packets == 0

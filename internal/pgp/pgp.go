@@ -277,11 +277,15 @@ func (d *Decrypter) DecryptWarn(dst io.Writer, src io.Reader, warn func(string))
 	// packet, or inside its armor) from damaged (whole, but a packet or
 	// an integrity check fails): the rest of the file is read for that.
 	var (
-		frame framing
-		raw   io.Reader
+		frame     framing
+		raw, body io.Reader
 	)
 	corrupt := func(err error) *Error {
-		_, derr := io.Copy(io.Discard, raw)
+		rest := body // what the message read, the framing followed
+		if rest == nil {
+			rest = io.TeeReader(raw, &frame)
+		}
+		_, derr := io.Copy(io.Discard, rest)
 		cut := frame.cutOff() || derr != nil && (errors.Is(derr, io.ErrUnexpectedEOF) || errors.Is(derr, io.EOF))
 		return &Error{Reason: ReasonCorrupt, Err: err, CutOff: cut}
 	}
@@ -303,7 +307,7 @@ func (d *Decrypter) DecryptWarn(dst io.Writer, src io.Reader, warn func(string))
 		}
 		raw = blk.Body
 	}
-	body := io.TeeReader(raw, &frame)
+	body = io.TeeReader(raw, &frame)
 	// Compressed data is read through go-crypto's own cap too, so a bomb
 	// stops inflating past it (with room for the literal packet's header:
 	// the exact cap is applied to the plaintext below).
@@ -358,7 +362,9 @@ func (d *Decrypter) DecryptWarn(dst io.Writer, src io.Reader, warn func(string))
 // signature that verifies, made while the key was valid, is good, and warn
 // is told that the key has expired since. One made after the key expired
 // is refused as key_expired; one made before the key existed, as
-// bad_signature.
+// bad_signature. The time is the signer's own claim: whoever holds an
+// expired key can date a signature back, as with GnuPG; a retired key is
+// revoked (revocation counts at the time of reading), not left to expire.
 func signatureRefusal(md *openpgp.MessageDetails, warn func(string)) error {
 	err := md.SignatureError
 	if err == nil {
@@ -377,7 +383,8 @@ func signatureRefusal(md *openpgp.MessageDetails, warn func(string)) error {
 	}
 	self, _ := key.Entity.PrimarySelfSignature()
 	bySubkey := key.PublicKey != key.Entity.PrimaryKey
-	if key.Entity.PrimaryKey.KeyExpired(self, at) || bySubkey && key.SelfSignature != nil && key.PublicKey.KeyExpired(key.SelfSignature, at) {
+	if key.Entity.PrimaryKey.KeyExpired(self, at) || self != nil && self.SigExpired(at) ||
+		bySubkey && key.SelfSignature != nil && (key.PublicKey.KeyExpired(key.SelfSignature, at) || key.SelfSignature.SigExpired(at)) {
 		return &Error{Reason: ReasonKeyExpired, Err: fmt.Errorf("signed %s, after key %016X expired",
 			at.UTC().Format(time.RFC3339), key.PublicKey.KeyId)}
 	}

@@ -372,3 +372,20 @@ func TestSignatureFromAKeyExpiredSince(t *testing.T) {
 		t.Errorf("warnings %q for a refused message", warnings)
 	}
 }
+
+// TestSignedOnlyMessageCutOffWaits: `gpg --sign` writes its compressed
+// packet with an indeterminate length, which no length completes: such a
+// message cut in half may be an upload still under way, and is cut off
+// (a later poll finds it whole), never refused at once as damaged.
+func TestSignedOnlyMessageCutOffWaits(t *testing.T) {
+	k := gpgKeys(t)
+	signed := k.g.Sign(bytes.Repeat(remit(t), 50), k.acmeRSA)
+	d := decrypter(t, &k.usRSA, &k.acmeRSA, k.g.PassFile, false)
+	if _, err := decrypt(d, signed); err != nil {
+		t.Fatalf("the whole message: %v", err)
+	}
+	_, err := decrypt(d, signed[:len(signed)/2])
+	if pgp.ReasonOf(err) != pgp.ReasonCorrupt || !pgp.IsCutOff(err) {
+		t.Errorf("a signed message cut in half: %v (cut off %v), want corrupt and cut off", err, pgp.IsCutOff(err))
+	}
+}

@@ -266,7 +266,8 @@ func (p *Poller) Run(ctx context.Context) error {
 		p.log.Debug("polled", zap.Int("listed", st.Listed), zap.Int("downloaded", st.Downloaded),
 			zap.Int("ingested", st.Ingested), zap.Int("skipped", st.Skipped), zap.Int("failed", st.Failed),
 			zap.Int("deferred", st.Deferred))
-		t.Reset(nextPoll(p.cfg.PollInterval, time.Since(start), st.Deferred > 0 && err == nil))
+		// At once again only when this poll moved the backlog on.
+		t.Reset(nextPoll(p.cfg.PollInterval, time.Since(start), st.Deferred > 0 && st.Downloaded > 0 && err == nil))
 	}
 }
 

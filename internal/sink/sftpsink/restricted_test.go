@@ -124,6 +124,14 @@ func TestNamesNoServerTakesAreRefused(t *testing.T) {
 	if err := sftpsink.CheckNameLength(edge, ".part", false); err == nil {
 		t.Errorf("a 255-byte name with its temporary part accepted")
 	}
+	// A pattern of {kind} at the limit: the longest kinds count.
+	kinds := strings.Repeat("k", 255-len("claim.received")-1-16) + "_{kind}{id}"
+	if err := sftpsink.CheckNameLength(kinds, "", true); err != nil {
+		t.Errorf("a 255-byte name of the longest kind: %v", err)
+	}
+	if err := sftpsink.CheckNameLength("k"+kinds, "", true); err == nil {
+		t.Errorf("a 256-byte name of the longest kind accepted")
+	}
 	if _, err := sftpsink.New(sftpsink.Config{Name: "p", Directory: "/in", Pattern: long}); err == nil ||
 		!strings.Contains(err.Error(), "255") {
 		t.Errorf("New with a name pattern past 255 bytes: %v", err)

@@ -201,8 +201,9 @@ const tempExtra = 13
 // longest are the longest values each placeholder takes from what
 // ediwatch sends: an ack's ISA06/ISA08 (15) and ISA13 (9), GS06 and ST02
 // (9 digits), an event's sender or receiver (qualifier, ':' and id: 18),
-// its {control} (its {id}, 16 hex digits), the longest kind.
-var longest = map[string]int{"kind": len("delivery.dead"), "sender": 18, "receiver": 18, "control": 16,
+// its {control} (its {id}, 16 hex digits), the longest kind
+// (payment.posted and claim.received).
+var longest = map[string]int{"kind": len("claim.received"), "sender": 18, "receiver": 18, "control": 16,
 	"group": 9, "set": 9, "id": 16, "ext": 4}
 
 // CheckNameLength reports whether names under pattern p, rendered with

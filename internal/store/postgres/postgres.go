@@ -282,6 +282,8 @@ type ingestion struct {
 	tx     pgx.Tx
 	result inbox.IngestResult
 	done   bool
+	// parked counts the rows the commit parked behind others (parkBehindSQL).
+	parked int64
 	// records counts the sets and acknowledgments added since the last
 	// batch was sent (claimed sets count by the statement recording them).
 	records int
@@ -300,7 +302,7 @@ type ingestion struct {
 }
 
 type queued struct {
-	kind string // sets, claimed, ack, exec
+	kind string // sets, claimed, ack, park, exec
 	key  string
 	// claimed: the keys and content hashes of consecutive sets added as
 	// claimed, recorded by one statement; sets: the keys of consecutive
@@ -763,6 +765,12 @@ func (in *ingestion) read(br pgx.BatchResults, queued []queued) error {
 			default:
 				in.result.AckKeys = append(in.result.AckKeys, key)
 			}
+		case "park":
+			tag, err := br.Exec()
+			if err != nil {
+				return fmt.Errorf("ingest: %s: %w", q.key, err)
+			}
+			in.parked = tag.RowsAffected()
 		case "exec":
 			if _, err := br.Exec(); err != nil {
 				return fmt.Errorf("ingest: %s: %w", q.key, err)
@@ -817,7 +825,7 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		in.queued = append(in.queued, queued{kind: "exec", key: "fence"})
 	}
 	in.batch.Queue(parkBehindSQL, f.CorrelationID)
-	in.queued = append(in.queued, queued{kind: "exec", key: "park"})
+	in.queued = append(in.queued, queued{kind: "park", key: "park rows behind others"})
 	in.batch.Queue(ledgerSQL, f.Source, f.Path, f.Size, f.MTime, f.SHA256, string(status), lastError, sets,
 		f.CorrelationID, f.Now)
 	in.queued = append(in.queued, queued{kind: "exec", key: "ledger"})
@@ -858,6 +866,13 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 	}
 	if in.oneByOne {
 		in.st.raced.forget(f.CorrelationID)
+	}
+	if in.parked > 0 {
+		// A row parked behind one whose delivery committed while this
+		// ingest ran was not seen by that delivery's release: made due
+		// now, with a snapshot that sees both commits (the sweep of the
+		// next lease reap, should this fail).
+		in.st.pool.Exec(context.WithoutCancel(ctx), unparkMineSQL, f.CorrelationID, f.Now)
 	}
 	return &in.result, nil
 }
@@ -1100,9 +1115,12 @@ const parkedSQL = `'9999-12-31T00:00:00Z'::timestamptz`
 // of the claims' walk of outbox_due, so that a long queue of one
 // partner's acknowledgments is not walked by every claim. An ingest parks
 // its rows that wait so (parkBehindSQL); a row that leaves the open states
-// releases the next of its key (releaseNextCTE); every lease reap
-// releases any whose turn came in a race, such as an ingest parking a row
-// behind one whose completion committed meanwhile (sweepBehindSQL).
+// releases the next of its key once that commits (releaseAfterSQL), and an
+// ingest that parked rows looks at them again once it committed
+// (unparkMineSQL): between the two, a delivery and an ingest committing
+// side by side under READ COMMITTED never both miss a row. Every lease
+// reap releases any left by a process that died between the two steps
+// (sweepBehindSQL).
 // Claims still check the order themselves: the parking only saves them
 // the walk.
 const behindSQL = `'9999-12-30T00:00:00Z'::timestamptz`
@@ -1132,17 +1150,34 @@ const (
 		                  ORDER BY p.ordering_key, p.sink, p.id LIMIT 1)`
 )
 
-// releaseNextCTE is a data-modifying CTE that makes due the parked row
-// next after each row of the CTE u (id, sink, ordering_key), rows that
-// leave the open states in the same statement, at now (a parameter).
-// The statement's snapshot still shows u's rows open: the next row is
-// the first open one after each.
-func releaseNextCTE(now string) string {
-	return `rel AS (UPDATE outbox SET next_attempt_at = ` + now + `
-		FROM (SELECT (SELECT n.id FROM outbox n WHERE n.ordering_key = u.ordering_key AND n.sink = u.sink
-		              AND n.status IN ('pending', 'inflight') AND n.id > u.id
-		              ORDER BY n.ordering_key, n.sink, n.id LIMIT 1) AS id FROM u) x
-		WHERE outbox.id = x.id AND outbox.status = 'pending' AND outbox.next_attempt_at = ` + behindSQL + `)`
+// releaseAfterSQL makes due the parked row that heads the sink and
+// ordering key of each row listed ($1), rows that have left the open
+// states: run after the transaction that moved them committed, so that
+// its snapshot sees every ingest that committed before (an ingest that
+// commits later sees the move, unparkMineSQL).
+const releaseAfterSQL = `UPDATE outbox o SET next_attempt_at = $2
+	FROM (SELECT (SELECT n.id FROM outbox n WHERE n.ordering_key = d.ordering_key AND n.sink = d.sink
+	              AND n.status IN ('pending', 'inflight')
+	              ORDER BY n.ordering_key, n.sink, n.id LIMIT 1) AS id
+	      FROM outbox d WHERE d.id = ANY($1::bigint[])) x
+	WHERE o.id = x.id AND o.status = 'pending' AND o.next_attempt_at = ` + behindSQL
+
+// unparkMineSQL makes due the rows an arrival ($1) parked that no open
+// row precedes any more: run after its commit.
+const unparkMineSQL = `WITH mine AS MATERIALIZED (SELECT id, sink, ordering_key FROM outbox WHERE correlation_id = $1)
+	UPDATE outbox o SET next_attempt_at = $2 FROM mine m
+	WHERE o.id = m.id AND o.status = 'pending' AND o.next_attempt_at = ` + behindSQL + `
+	  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = m.ordering_key AND p.sink = m.sink
+	                  AND p.status IN ('pending', 'inflight') AND p.id < m.id
+	                  ORDER BY p.ordering_key, p.sink, p.id LIMIT 1)`
+
+// releaseAfter runs releaseAfterSQL for ids at now. Its failure is not the
+// caller's: the move committed, and the next lease reap's sweep makes the
+// rows due.
+func (s *Store) releaseAfter(ctx context.Context, now time.Time, ids ...int64) {
+	if len(ids) > 0 {
+		s.pool.Exec(context.WithoutCancel(ctx), releaseAfterSQL, ids, now)
+	}
 }
 
 // DisableSink implements outbox.SinkStates. The sink_state row is written
@@ -1287,8 +1322,7 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 		u AS (UPDATE outbox SET status = 'delivered', lease_token = NULL, lease_expires_at = NULL,
 			last_status = c.status, last_error = '', delivered_at = $4, updated_at = $4
 			FROM c WHERE outbox.id = c.id AND outbox.lease_token = c.token AND outbox.status = 'inflight'
-			RETURNING outbox.id, outbox.attempts, outbox.sink, outbox.ordering_key),
-		`+releaseNextCTE("$4::timestamptz")+`,
+			RETURNING outbox.id, outbox.attempts),
 		h AS (SELECT u.id, u.attempts, c.at, c.latency_us, c.status, c.class, c.error, c.size, c.response,
 			coalesce((SELECT max(a.seq) FROM outbox_attempt a WHERE a.outbox_id = u.id), 0) AS last
 			FROM u JOIN c ON c.id = u.id WHERE c.class <> ''),
@@ -1304,6 +1338,7 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 	if err != nil {
 		return nil, err
 	}
+	s.releaseAfter(ctx, now, updated...)
 	return outbox.LostOf(done, updated), nil
 }
 
@@ -1311,22 +1346,17 @@ func (s *Store) CompleteMany(ctx context.Context, done []outbox.Completion, now 
 // its lease token, and in the same statement records a in the row's
 // attempt history (when a is set; the oldest attempts beyond
 // outbox.AttemptsKept go) and inserts ev, a delivery.dead event (when ev
-// is set) and, with release (the row leaves the open states), makes the
-// next row of its key due. It returns store.ErrLeaseLost when the row was
-// not updated.
+// is set). It returns store.ErrLeaseLost when the row was not updated.
 func (s *Store) fencedAttempt(ctx context.Context, update string, args []any, now time.Time, a *outbox.Attempt,
-	ev *outbox.DeadEvent, release bool) error {
-	if a == nil && ev == nil && !release {
+	ev *outbox.DeadEvent) error {
+	if a == nil && ev == nil {
 		return s.fenced(ctx, update, args...)
 	}
 	arg := func(v any, cast string) string {
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args)) + "::" + cast
 	}
-	q := `WITH u AS (` + update + ` RETURNING id, attempts, deaths, correlation_id, sink, ordering_key)`
-	if release {
-		q += `, ` + releaseNextCTE(arg(now, "timestamptz"))
-	}
+	q := `WITH u AS (` + update + ` RETURNING id, attempts, deaths, correlation_id)`
 	if a != nil {
 		q += `, h AS (SELECT u.id, u.attempts,
 			coalesce((SELECT max(a.seq) FROM outbox_attempt a WHERE a.outbox_id = u.id), 0) AS last FROM u),
@@ -1408,15 +1438,19 @@ func (s *Store) Retry(ctx context.Context, id int64, token string, now, at time.
 	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $5, last_status = $3, last_error = $6, last_response = $7, updated_at = $4
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`,
-		[]any{id, token, f.HTTPStatus, now, at, f.Error, f.Response}, now, f.Attempt, nil, false)
+		[]any{id, token, f.HTTPStatus, now, at, f.Error, f.Response}, now, f.Attempt, nil)
 }
 
 // Dead implements outbox.Store.
 func (s *Store) Dead(ctx context.Context, id int64, token string, now time.Time, f outbox.Failure) error {
-	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
+	err := s.fencedAttempt(ctx, `UPDATE outbox SET status = 'dead', lease_token = NULL, lease_expires_at = NULL,
 		last_status = $3, last_error = $5, last_response = $6, updated_at = $4, deaths = deaths + 1
 		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`,
-		[]any{id, token, f.HTTPStatus, now, f.Error, f.Response}, now, f.Attempt, f.DeadEvent, true)
+		[]any{id, token, f.HTTPStatus, now, f.Error, f.Response}, now, f.Attempt, f.DeadEvent)
+	if err == nil {
+		s.releaseAfter(ctx, now, id)
+	}
+	return err
 }
 
 // Snooze implements outbox.Store.
@@ -1430,7 +1464,7 @@ func (s *Store) Snooze(ctx context.Context, id int64, token string, now, at time
 func (s *Store) GiveBack(ctx context.Context, id int64, token string, now, at time.Time, a *outbox.Attempt) error {
 	return s.fencedAttempt(ctx, `UPDATE outbox SET status = 'pending', lease_token = NULL, lease_expires_at = NULL,
 		next_attempt_at = $4, attempts = greatest(attempts - 1, 0), updated_at = $3
-		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, []any{id, token, now, at}, now, a, nil, false)
+		WHERE id = $1 AND lease_token = $2 AND status = 'inflight'`, []any{id, token, now, at}, now, a, nil)
 }
 
 // DatabaseNow implements outbox.DatabaseClock: the database's clock,

@@ -273,11 +273,13 @@ func (p *Poller) Run(ctx context.Context) error {
 
 // nextPoll is how long after a poll that took took the next one starts:
 // polls start every interval (±10%), the next at once when one overran
-// it, or when max_files_per_poll left files for it (a backlog drains
-// poll after poll, not one batch an interval).
+// it; when max_files_per_poll left files for it, a tenth of the interval
+// (at most a second) later, so a backlog drains poll after poll rather
+// than one batch an interval, while two listings still lie apart enough
+// to tell a file being written from one at rest (stable_for: 0s).
 func nextPoll(interval, took time.Duration, deferred bool) time.Duration {
 	if deferred {
-		return 0
+		return min(interval/10, time.Second)
 	}
 	return max(tenPercentAround(interval)-took, 0)
 }

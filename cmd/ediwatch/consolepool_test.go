@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -25,21 +23,8 @@ import (
 func TestConsolePoolIsItsOwnBoundedAndTimed(t *testing.T) {
 	url := testenv.PostgresURL(t)
 	ctx := context.Background()
-	schema := fmt.Sprintf("pool_%d", time.Now().UnixNano())
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-		conn.Close(context.Background())
-	})
-
 	c := config.Default().Store
-	c.Driver, c.DSN, c.MaxConns = "postgres", url+"&search_path="+schema, 3
+	c.Driver, c.DSN, c.MaxConns = "postgres", pgSchema(t, url), 3
 	c.ConsoleConns, c.ConsoleTimeout = 2, config.Duration(time.Second)
 	st, err := openStore(ctx, c, true)
 	if err != nil {

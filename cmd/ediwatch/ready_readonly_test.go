@@ -14,12 +14,12 @@ import (
 	"github.com/ediwatch/ediwatch/internal/testenv"
 )
 
-// migratedSchema creates a schema on the server at url, migrates it and
-// returns the DSN that names it; the schema is dropped when t ends.
-func migratedSchema(t *testing.T, url string) string {
+// pgSchema creates an empty schema on the server at url and returns the
+// DSN that names it; the schema is dropped when t ends.
+func pgSchema(t *testing.T, url string) string {
 	t.Helper()
 	ctx := context.Background()
-	schema := fmt.Sprintf("ro_%d", time.Now().UnixNano())
+	schema := fmt.Sprintf("t_%d", time.Now().UnixNano())
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,14 @@ func migratedSchema(t *testing.T, url string) string {
 		conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
 		conn.Close(context.Background())
 	})
-	dsn := url + "&search_path=" + schema
+	return url + "&search_path=" + schema
+}
+
+// migratedSchema is pgSchema, migrated.
+func migratedSchema(t *testing.T, url string) string {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgSchema(t, url)
 	c := config.Default().Store
 	c.Driver, c.DSN = "postgres", dsn
 	st, err := openStore(ctx, c, true)

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -99,10 +100,44 @@ func (p *Pruner) Run(ctx context.Context) error {
 			token, lastPass = tok, time.Time{} // newly taken: prune now
 		}
 		if lastPass.IsZero() || at.Sub(lastPass) >= every {
-			p.Pass(ctx, at)
+			if !p.passHolding(ctx, at, renew, now) {
+				token = 0
+			}
 			lastPass = at
 		}
 	}
+}
+
+// passHolding runs Pass at at while renewing the lease every renew, so a
+// pass longer than the lease's TTL does not let another replica prune
+// beside it; a renewal that finds the lease taken stops the pass. It
+// reports whether the lease was held throughout.
+func (p *Pruner) passHolding(ctx context.Context, at time.Time, renew time.Duration, now func() time.Time) bool {
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var lost atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(renew)
+		defer t.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, ok, err := p.Store.AcquireLease(pctx, MaintenanceLease, p.Holder, 5*renew, now()); err == nil && !ok {
+				lost.Store(true)
+				stop()
+				return
+			}
+		}
+	}()
+	p.Pass(pctx, at)
+	stop()
+	<-done
+	return !lost.Load()
 }
 
 // Pass prunes once what retention allows at at: rows past retention.keys,

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,5 +229,58 @@ func TestMaintenanceLeaseChangesHands(t *testing.T) {
 		c, stopC, doneC := run("daemon-c")
 		defer func() { stopC(); <-doneC }()
 		waitPass(c, "the daemon started after its predecessor was killed")
+	})
+}
+
+// slowPrunes is a store whose prune passes take a while, counting how
+// many run at once.
+type slowPrunes struct {
+	store.Store
+	took              time.Duration
+	running, mostOnce atomic.Int32
+	passes            atomic.Int32
+}
+
+func (s *slowPrunes) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
+	n := s.running.Add(1)
+	defer s.running.Add(-1)
+	for {
+		m := s.mostOnce.Load()
+		if n <= m || s.mostOnce.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	s.passes.Add(1)
+	select {
+	case <-time.After(s.took):
+	case <-ctx.Done():
+	}
+	return 0, nil
+}
+
+// TestAPruneLongerThanTheLeaseKeepsIt: a pass that outlasts the
+// maintenance lease's TTL renews the lease while it runs, so a second
+// replica never prunes beside it. On both stores.
+func TestAPruneLongerThanTheLeaseKeepsIt(t *testing.T) {
+	drivertest.Each(t, func(t *testing.T, st store.Store) {
+		const renew = 100 * time.Millisecond // the lease lasts 500 ms
+		slow := &slowPrunes{Store: st, took: 1500 * time.Millisecond}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for _, holder := range []string{"replica-a", "replica-b"} {
+			p := &outbox.Pruner{Store: slow, Keys: 400 * 24 * time.Hour, Holder: holder, Log: zap.NewNop(),
+				Renew: renew, Every: time.Hour}
+			wg.Add(1)
+			go func() { defer wg.Done(); p.Run(ctx) }()
+		}
+		time.Sleep(3500 * time.Millisecond) // seven lease lifetimes, two passes
+		cancel()
+		wg.Wait()
+		if slow.passes.Load() == 0 {
+			t.Fatal("no replica pruned")
+		}
+		if most := slow.mostOnce.Load(); most != 1 {
+			t.Errorf("%d prune passes ran at once, want 1", most)
+		}
 	})
 }

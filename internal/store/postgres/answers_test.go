@@ -32,7 +32,7 @@ func TestAnswerLookupsUseTheirIndexes(t *testing.T) {
 		}
 	}
 	for exec, index := range map[string]string{
-		"EXECUTE set_key('x12:P:ZZ:A:ZZ:B:', 'x12:P:ZZ:A:ZZ:B:' || chr(127), ':A:B:1:837:0001')": "inbox_key_pattern",
+		"EXECUTE set_key('x12:P:ZZ:A:ZZ:B:', 'x12:P:ZZ:A:ZZ:B:' || chr(127), ':A:B:1:837:0001')": "inbox_key on inbox",
 		"EXECUTE claim_key('claimorder:x')":                          "outbox_claim_order",
 		"EXECUTE set_key_env('x12:P:ZZ:A:ZZ:B:', ':A:B:1:837:0001')": "inbox_key_sans_isa13 on inbox",
 		// the same lookup, for sets stored before migration 0011

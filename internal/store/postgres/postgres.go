@@ -1862,14 +1862,8 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 	if err != nil {
 		return total, err
 	}
-	// Ordering locks of keys not inserted since, and effect keys' locks
-	// (housekeeping, not counted; outbox ids are one global sequence, so
-	// this is safe; an effect key's lock only makes two ingests of it at
-	// once wait for each other).
-	if _, err := store.DeleteInBatches([]string{`DELETE FROM outbox_order WHERE (sink, ordering_key) IN (
-			SELECT sink, ordering_key FROM outbox_order WHERE touched_at < $1 LIMIT $2)`,
-		`DELETE FROM outbox_effect_lock WHERE effect_key IN (
-			SELECT effect_key FROM outbox_effect_lock WHERE touched_at < $1 LIMIT $2)`}, batch, exec); err != nil {
+	// Locks untouched since (PrunePayloads deletes them sooner).
+	if err := s.pruneLocks(ctx, before, batch); err != nil {
 		return total, err
 	}
 	return total, nil
@@ -1885,9 +1879,37 @@ func (s *Store) PrunePayloads(ctx context.Context, before time.Time, batch int) 
 			return total, fmt.Errorf("prune payloads: %w", err)
 		}
 		if n < batch {
-			return total, nil
+			break
 		}
 	}
+	// The ordering and effect-key locks untouched since before: a lock
+	// only makes two inserters of its key at once wait for each other, so
+	// one left after its transaction ended orders nothing (ids are one
+	// global sequence). Every payment has an ordering key of its own:
+	// kept as long as keys, they were a row and an index entry a
+	// payment, for a year.
+	if err := s.pruneLocks(ctx, before, batch); err != nil {
+		return total, fmt.Errorf("prune payloads: %w", err)
+	}
+	return total, nil
+}
+
+// pruneLocks deletes the rows of outbox_order and outbox_effect_lock not
+// touched since before, batch rows a statement (housekeeping, not
+// counted). An inserter touching a row at once either waits for the
+// delete and inserts it again or updates it first, and the delete then
+// skips it (its touched_at is read again once the row is unlocked).
+func (s *Store) pruneLocks(ctx context.Context, before time.Time, batch int) error {
+	// Named as arrays, as Prune's batches are.
+	_, err := store.DeleteInBatches([]string{`DELETE FROM outbox_order WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM outbox_order WHERE touched_at < $1 LIMIT $2)) AND touched_at < $1`,
+		`DELETE FROM outbox_effect_lock WHERE effect_key = ANY(ARRAY(
+			SELECT effect_key FROM outbox_effect_lock WHERE touched_at < $1 LIMIT $2)) AND touched_at < $1`}, batch,
+		func(q string) (int64, error) {
+			tag, err := s.pool.Exec(ctx, q, before, batch)
+			return tag.RowsAffected(), err
+		})
+	return err
 }
 
 // prunePayloadBatch prunes the payloads of up to batch rows in one

@@ -78,8 +78,11 @@ func (e Effect) JSONPayload() (json.RawMessage, error) {
 
 // residueFields are the fields of a delivered payload kept once
 // retention.payloads has passed: what reconciliation totals per payer,
-// and what names the payment to an operator. None is patient data.
-var residueFields = []string{"envelope_key", "sender", "receiver", "payer_id", "trace_number", "amount", "production_date"}
+// and what names the payment to an operator. None is patient data. The
+// envelope (envelope_key, sender, receiver) is not kept: the row's
+// inbox_key is the envelope key, which holds both parties, and a year of
+// rows would hold it twice.
+var residueFields = []string{"payer_id", "trace_number", "amount", "production_date"}
 
 // PayloadResidue returns, packed, what is kept of a delivered row's
 // payload p (as stored: packed or not) after retention.payloads: its

@@ -78,7 +78,7 @@ func TestPayloadResidueKeepsTotalsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := `{"amount":"1000.10","envelope_key":"k","payer_id":"1512345678","pruned":true,"trace_number":"EFT1"}`
+		want := `{"amount":"1000.10","payer_id":"1512345678","pruned":true,"trace_number":"EFT1"}`
 		if string(got) != want {
 			t.Errorf("residue %s, want %s", got, want)
 		}

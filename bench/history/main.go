@@ -37,6 +37,7 @@ func main() {
 	sizes := flag.String("files", "10000,100000", "history sizes in files, comma-separated; the first is the baseline")
 	days := flag.Int("days", 0, "days the files span (default: 3,000 files a day)")
 	runs := flag.Int("runs", 7, "timed runs of each read (the median is shown)")
+	flag.BoolVar(&keep, "keep", false, "keep each store built (PostgreSQL schema or SQLite file) and print where it is")
 	flag.Parse()
 	if err := run(context.Background(), *driver, *dsn, *sizes, *days, *runs); err != nil {
 		fmt.Fprintln(os.Stderr, "history:", err)
@@ -44,12 +45,23 @@ func main() {
 	}
 }
 
+// keep leaves the stores built for a look afterwards.
+var keep bool
+
 type measured struct {
 	files int
 	days  int
 	build time.Duration
 	ops   map[string]time.Duration
 	size  int64
+	// tables holds each table's size in bytes: heap with TOAST, and
+	// indexes.
+	tables []tableSize
+}
+
+type tableSize struct {
+	name          string
+	heap, indexes int64
 }
 
 func run(ctx context.Context, driver, dsn, sizes string, days, runs int) error {
@@ -101,6 +113,12 @@ func run(ctx context.Context, driver, dsn, sizes string, days, runs int) error {
 		func(r measured) string {
 			return fmt.Sprintf("%.1f×", float64(r.size)/float64(max(1, results[0].size)))
 		})
+	for _, r := range results {
+		fmt.Fprintf(&b, "\n| %s, %d files (%d days) | heap and TOAST, MB | indexes, MB |\n|---|---|---|\n", driver, r.files, r.days)
+		for _, t := range r.tables {
+			fmt.Fprintf(&b, "| %s | %.1f | %.1f |\n", t.name, float64(t.heap)/(1<<20), float64(t.indexes)/(1<<20))
+		}
+	}
 	_, err := os.Stdout.WriteString(b.String())
 	return err
 }
@@ -114,6 +132,7 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 	now := time.Now().UTC().Truncate(time.Second)
 	var st store.Store
 	var size func() (int64, error)
+	var tables func() ([]tableSize, error)
 	start := time.Now()
 	switch driver {
 	case "postgres":
@@ -123,7 +142,11 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 			return m, err
 		}
 		defer func() {
-			s.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			if keep {
+				fmt.Fprintf(os.Stderr, "kept schema %s\n", schema)
+			} else {
+				s.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			}
 			s.Close()
 		}()
 		if err := s.Migrate(ctx); err != nil {
@@ -134,6 +157,23 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 			return m, err
 		}
 		st = s
+		tables = func() ([]tableSize, error) {
+			rows, err := s.Pool().Query(ctx, `SELECT c.relname, pg_table_size(c.oid), pg_indexes_size(c.oid) FROM pg_class c
+				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'
+				ORDER BY pg_total_relation_size(c.oid) DESC`, schema)
+			if err != nil {
+				return nil, err
+			}
+			var ts []tableSize
+			for rows.Next() {
+				var t tableSize
+				if err := rows.Scan(&t.name, &t.heap, &t.indexes); err != nil {
+					return nil, err
+				}
+				ts = append(ts, t)
+			}
+			return ts, rows.Err()
+		}
 		size = func() (int64, error) {
 			var n int64
 			err := s.Pool().QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
@@ -145,8 +185,14 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 		if err != nil {
 			return m, err
 		}
-		defer os.RemoveAll(dir)
 		path := dir + "/history.db"
+		defer func() {
+			if keep {
+				fmt.Fprintf(os.Stderr, "kept %s\n", path)
+			} else {
+				os.RemoveAll(dir)
+			}
+		}()
 		s, err := sqlite.Open(ctx, path)
 		if err != nil {
 			return m, err
@@ -178,6 +224,11 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 	if m.size, err = size(); err != nil {
 		return m, err
 	}
+	if tables != nil {
+		if m.tables, err = tables(); err != nil {
+			return m, err
+		}
+	}
 	day := now.Add(-24 * time.Hour)
 	oldest := now.Add(-time.Duration(days) * 24 * time.Hour)
 	pruned := 0
@@ -194,7 +245,7 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 		},
 		opNames[7]: func() error { _, err := st.ListDeadBrief(ctx, outbox.DeadFilter{}, 501); return err },
 		opNames[8]: func() error { _, err := st.CountDead(ctx, outbox.DeadFilter{}); return err },
-		opNames[9]: func() error { _, err := st.FileDetail(ctx, fmt.Sprintf("c%d", files-100), 500); return err },
+		opNames[9]: func() error { _, err := st.FileDetail(ctx, history.CorrelationID(files-100), 500); return err },
 		// Leases up to 64 due rows; a lease expires long after the runs.
 		opNames[10]: func() error { _, err := st.Claim(ctx, now, []string{"ledger", "acks"}, 64, time.Hour); return err },
 		// Each run prunes the next day of the oldest history (keys past

@@ -153,8 +153,11 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 			_, err := s.ListFiles(ctx, inbox.FileFilter{Source: "src1", Since: day, Until: now}, 501)
 			return err
 		}},
-		{"FileOutcomes", func() error { _, err := s.FileOutcomes(ctx, []string{"c5990", "c5991"}); return err }},
-		{"FileDetail", func() error { _, err := s.FileDetail(ctx, "c5990", 500); return err }},
+		{"FileOutcomes", func() error {
+			_, err := s.FileOutcomes(ctx, []string{history.CorrelationID(5990), history.CorrelationID(5991)})
+			return err
+		}},
+		{"FileDetail", func() error { _, err := s.FileDetail(ctx, history.CorrelationID(5990), 500); return err }},
 		{"ListDeadBrief", func() error { _, err := s.ListDeadBrief(ctx, outbox.DeadFilter{}, 501); return err }},
 		{"ListDeadBriefSink", func() error {
 			_, err := s.ListDeadBrief(ctx, outbox.DeadFilter{Sink: "acks", Since: day}, 501)

@@ -75,8 +75,8 @@ type summary struct {
 }
 
 type payload struct {
-	PayerID string    `json:"payer_id"`
-	Amount  x12.Money `json:"amount"`
+	PayerID string
+	Amount  x12.Money
 }
 
 // Run reconciles since a time; rows undelivered for longer than stuckAfter
@@ -132,11 +132,11 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 	for _, e := range f.Enqueued {
 		ef := enqueued[e.EffectKey]
 		if ef == nil {
-			var p payload
-			if err := json.Unmarshal(e.Payload, &p); err != nil {
+			amount, err := x12.ParseMoney(e.Amount)
+			if err != nil {
 				continue
 			}
-			ef = &effect{payload: p, sinks: map[string]bool{}}
+			ef = &effect{payload: payload{PayerID: e.PayerID, Amount: amount}, sinks: map[string]bool{}}
 			enqueued[e.EffectKey] = ef
 			order = append(order, e.EffectKey)
 		}

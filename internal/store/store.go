@@ -97,7 +97,12 @@ type EnqueuedPayment struct {
 	EffectKey string
 	Sink      string
 	Status    string
-	Payload   json.RawMessage
+	// PayerID and Amount are the payment's, as its payload holds them.
+	// They are read from the summary of the set that enqueued the row
+	// (the same reading of the same document, in the same transaction),
+	// so a day's reconciliation reads no payload; from the payload itself
+	// only for a row whose set has no summary.
+	PayerID, Amount string
 }
 
 // FileDay is a count of ledger rows.
@@ -324,4 +329,25 @@ func ValidateRetention(keys, replayWindow time.Duration) error {
 		return fmt.Errorf("retention.keys: must be at least the replay window plus a margin, %s (got %s)", need, keys)
 	}
 	return nil
+}
+
+// PaymentTotals returns the payer_id and amount of a payment payload as
+// stored (packed or not), for EnqueuedPayment; empty strings when it
+// holds none.
+func PaymentTotals(stored []byte) (payer, amount string, err error) {
+	p, err := outbox.UnpackPayload(stored)
+	if err != nil {
+		return "", "", err
+	}
+	var v struct {
+		PayerID string          `json:"payer_id"`
+		Amount  json.RawMessage `json:"amount"`
+	}
+	if json.Unmarshal(p, &v) != nil {
+		return "", "", nil
+	}
+	if json.Unmarshal(v.Amount, &amount) != nil {
+		amount = string(v.Amount) // a bare number
+	}
+	return v.PayerID, amount, nil
 }

@@ -109,7 +109,7 @@ func TestPayloadStoredAsJSONBBeforeMigration0011(t *testing.T) {
 		}
 	}
 	facts, err := s.ReconcileFacts(ctx, t0.Add(-time.Hour), t0.Add(-time.Hour))
-	if err != nil || len(facts.Enqueued) != 1 || !sameJSON(facts.Enqueued[0].Payload, []byte(payment)) {
+	if err != nil || len(facts.Enqueued) != 1 || facts.Enqueued[0].Amount != "1.50" {
 		t.Fatalf("reconcile facts: %+v %v", facts.Enqueued, err)
 	}
 	for _, r := range rows {

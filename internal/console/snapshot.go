@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/ediwatch/ediwatch/internal/reconcile"
+	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 // snapshots share the console's heavy reads between viewers: concurrent
@@ -79,4 +80,29 @@ func (c *Console) reconciled(ctx context.Context, from, now time.Time) (*reconci
 		return nil, err
 	}
 	return v.(*reconcile.Report), nil
+}
+
+// activity returns Activity since, shared as a snapshot (since rounded
+// down to the snapshot's ttl, as reconciled's from).
+func (c *Console) activity(ctx context.Context, since time.Time) (store.Activity, error) {
+	since = since.Truncate(c.snap.ttl)
+	v, err := c.snap.get(ctx, "activity:"+since.Format(time.RFC3339Nano), func(ctx context.Context) (any, error) {
+		return c.st.Activity(ctx, since)
+	})
+	if err != nil {
+		return store.Activity{}, err
+	}
+	return v.(store.Activity), nil
+}
+
+// attemptStats returns AttemptStats since, shared as a snapshot.
+func (c *Console) attemptStats(ctx context.Context, since time.Time) ([]store.AttemptStats, error) {
+	since = since.Truncate(c.snap.ttl)
+	v, err := c.snap.get(ctx, "attempts:"+since.Format(time.RFC3339Nano), func(ctx context.Context) (any, error) {
+		return c.st.AttemptStats(ctx, since)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]store.AttemptStats), nil
 }

@@ -89,3 +89,49 @@ func TestConcurrentViewersShareOneReconciliation(t *testing.T) {
 		t.Errorf("%d reconciliation reads for 21 viewers, want 1", n)
 	}
 }
+
+// countedReads is a store whose window aggregates are counted.
+type countedReads struct {
+	store.Store
+	activity, attempts atomic.Int32
+}
+
+func (s *countedReads) Activity(ctx context.Context, since time.Time) (store.Activity, error) {
+	s.activity.Add(1)
+	return s.Store.Activity(ctx, since)
+}
+
+func (s *countedReads) AttemptStats(ctx context.Context, since time.Time) ([]store.AttemptStats, error) {
+	s.attempts.Add(1)
+	return s.Store.AttemptStats(ctx, since)
+}
+
+// TestViewersShareTheWindowAggregates: the day's activity and the last
+// hour's attempts, the overview's and /sinks' heaviest reads after the
+// reconciliation, are read once for every viewer within a snapshot's
+// life, as the reconciliation is: twenty viewers of the two pages cost
+// one read of each.
+func TestViewersShareTheWindowAggregates(t *testing.T) {
+	st := &countedReads{Store: memStore(t)}
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	srv := serve(t, st, func(c *console.Config) { c.Now = func() time.Time { return at } })
+	for i := range 20 {
+		path := "/"
+		if i%2 == 1 {
+			path = "/sinks"
+		}
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+viewerToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+	}
+	if a, b := st.activity.Load(), st.attempts.Load(); a != 1 || b != 1 {
+		t.Errorf("20 viewers: %d activity reads and %d attempt reads, want 1 and 1", a, b)
+	}
+}

@@ -350,6 +350,14 @@ func (c *Console) auth(need role, h http.HandlerFunc) http.Handler {
 			http.Error(w, "this needs the admin token", http.StatusForbidden)
 			return
 		}
+		// One of MaxInFlight pages at once; a viewer who leaves while
+		// waiting is served nothing.
+		select {
+		case c.inFlight <- struct{}{}:
+			defer func() { <-c.inFlight }()
+		case <-r.Context().Done():
+			return
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, caller)))
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -87,8 +88,14 @@ type Config struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// SnapshotTTL is how long one reading of the heavy aggregates (the
-	// day's reconciliation) serves every viewer (default 2s).
-	SnapshotTTL time.Duration
+	// day's reconciliation, activity and attempts) serves every viewer
+	// (default 2s), and SnapshotStale how long it is still served while
+	// one read refreshes it (default 15s).
+	SnapshotTTL, SnapshotStale time.Duration
+	// MaxInFlight bounds the pages served at once (default half the
+	// processors, at least one); the others wait their turn, so viewers
+	// cannot take the processors from ingest and the relay.
+	MaxInFlight int
 	// QueryTimeout bounds each of those readings, and every page's reads
 	// (default 10s).
 	QueryTimeout time.Duration
@@ -107,6 +114,8 @@ type Console struct {
 
 	// snap shares the heavy reads between concurrent viewers.
 	snap *snapshots
+	// inFlight holds a token for each page being served (MaxInFlight).
+	inFlight chan struct{}
 
 	mu       sync.Mutex
 	limiters map[string]*limiter
@@ -135,11 +144,18 @@ func New(cfg Config, st Store, log *zap.Logger) (*Console, error) {
 	if cfg.SnapshotTTL <= 0 {
 		cfg.SnapshotTTL = 2 * time.Second
 	}
+	if cfg.SnapshotStale < cfg.SnapshotTTL {
+		cfg.SnapshotStale = max(15*time.Second, cfg.SnapshotTTL)
+	}
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 10 * time.Second
 	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = max(1, runtime.GOMAXPROCS(0)/2)
+	}
 	c := &Console{cfg: cfg, st: st, log: log, keys: sessionKeys(cfg.ViewerToken, cfg.AdminToken), limiters: map[string]*limiter{},
-		snap: &snapshots{ttl: cfg.SnapshotTTL, timeout: cfg.QueryTimeout, now: cfg.Now}}
+		snap:     &snapshots{ttl: cfg.SnapshotTTL, stale: cfg.SnapshotStale, timeout: cfg.QueryTimeout, now: cfg.Now},
+		inFlight: make(chan struct{}, cfg.MaxInFlight)}
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}

@@ -519,12 +519,12 @@ func (c *Console) sinkViews(r *http.Request, act store.Activity, recent []store.
 
 func (c *Console) sinks(w http.ResponseWriter, r *http.Request) {
 	now := c.cfg.Now()
-	act, err := c.activity(r.Context(), now.Add(-24*time.Hour))
+	act, err := c.activity(r.Context(), now.Add(-24*time.Hour), now)
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
-	recent, err := c.attemptStats(r.Context(), now.Add(-attemptWindow))
+	recent, err := c.attemptStats(r.Context(), now.Add(-attemptWindow), now)
 	if err != nil {
 		c.fail(w, err)
 		return
@@ -699,13 +699,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.addPolls(&v, polls, now)
 		data.Sources = append(data.Sources, v)
 	}
-	act, err := c.activity(r.Context(), now.Add(-chartHours*time.Hour))
+	act, err := c.activity(r.Context(), now.Add(-chartHours*time.Hour), now)
 	if err != nil {
 		c.fail(w, err)
 		return
 	}
 	data.Files, data.Delivered = hourCharts(act.Hours, now)
-	recent, err := c.attemptStats(r.Context(), now.Add(-attemptWindow))
+	recent, err := c.attemptStats(r.Context(), now.Add(-attemptWindow), now)
 	if err != nil {
 		c.fail(w, err)
 		return

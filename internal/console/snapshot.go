@@ -13,15 +13,19 @@ import (
 
 // snapshots share the console's heavy reads between viewers: concurrent
 // requests for the same key wait for one read, and its result serves
-// every request for ttl after it. A read runs under the console's query
-// timeout, not a request's context: the viewer who started it may leave
-// without failing the others, and each waiting request returns as soon
-// as its own client goes.
+// every request for ttl after it. After ttl, and until stale, the kept
+// result is still served at once while one read refreshes it in the
+// background: a viewer waits for a read only when none younger than
+// stale is kept, so twenty viewers' answers do not queue behind each
+// refresh. A read runs under the console's query timeout, not a
+// request's context: the viewer who started it may leave without
+// failing the others, and each waiting request returns as soon as its
+// own client goes.
 type snapshots struct {
-	ttl     time.Duration
-	timeout time.Duration
-	now     func() time.Time
-	group   singleflight.Group
+	ttl, stale time.Duration
+	timeout    time.Duration
+	now        func() time.Time
+	group      singleflight.Group
 
 	mu   sync.Mutex
 	kept map[string]snapshot
@@ -33,14 +37,15 @@ type snapshot struct {
 }
 
 // get returns key's value, read by read when none younger than ttl is
-// kept.
+// kept (see snapshots).
 func (s *snapshots) get(ctx context.Context, key string, read func(ctx context.Context) (any, error)) (any, error) {
 	s.mu.Lock()
-	if k, ok := s.kept[key]; ok && s.now().Sub(k.at) < s.ttl {
-		s.mu.Unlock()
+	k, ok := s.kept[key]
+	s.mu.Unlock()
+	age := s.now().Sub(k.at)
+	if ok && age < s.ttl {
 		return k.val, nil
 	}
-	s.mu.Unlock()
 	ch := s.group.DoChan(key, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 		defer cancel()
@@ -51,7 +56,7 @@ func (s *snapshots) get(ctx context.Context, key string, read func(ctx context.C
 				s.kept = map[string]snapshot{}
 			}
 			for k, old := range s.kept { // a kept value no one asked for again
-				if s.now().Sub(old.at) >= s.ttl {
+				if s.now().Sub(old.at) >= s.stale {
 					delete(s.kept, k)
 				}
 			}
@@ -60,6 +65,9 @@ func (s *snapshots) get(ctx context.Context, key string, read func(ctx context.C
 		}
 		return v, err
 	})
+	if ok && age < s.stale {
+		return k.val, nil // the refresh goes on without this viewer
+	}
 	select {
 	case res := <-ch:
 		return res.Val, res.Err
@@ -68,12 +76,17 @@ func (s *snapshots) get(ctx context.Context, key string, read func(ctx context.C
 	}
 }
 
+// window names a window of reads ending now: its length, rounded to the
+// snapshot's ttl, so that the snapshot of "the last 24 hours" is one key
+// however time moves.
+func (s *snapshots) window(kind string, from, now time.Time) string {
+	return kind + ":" + now.Sub(from).Round(s.ttl).String()
+}
+
 // reconciled returns the reconciliation since from, shared as a
-// snapshot: from is rounded down to the snapshot's ttl so that viewers
-// asking at nearly the same time share one.
+// snapshot of its window.
 func (c *Console) reconciled(ctx context.Context, from, now time.Time) (*reconcile.Report, error) {
-	from, now = from.Truncate(c.snap.ttl), now.Truncate(c.snap.ttl)
-	v, err := c.snap.get(ctx, "reconcile:"+from.Format(time.RFC3339Nano), func(ctx context.Context) (any, error) {
+	v, err := c.snap.get(ctx, c.snap.window("reconcile", from, now), func(ctx context.Context) (any, error) {
 		return reconcile.Run(ctx, c.st, from, reconcileStuckAfter, now)
 	})
 	if err != nil {
@@ -82,11 +95,9 @@ func (c *Console) reconciled(ctx context.Context, from, now time.Time) (*reconci
 	return v.(*reconcile.Report), nil
 }
 
-// activity returns Activity since, shared as a snapshot (since rounded
-// down to the snapshot's ttl, as reconciled's from).
-func (c *Console) activity(ctx context.Context, since time.Time) (store.Activity, error) {
-	since = since.Truncate(c.snap.ttl)
-	v, err := c.snap.get(ctx, "activity:"+since.Format(time.RFC3339Nano), func(ctx context.Context) (any, error) {
+// activity returns Activity since, shared as a snapshot of its window.
+func (c *Console) activity(ctx context.Context, since, now time.Time) (store.Activity, error) {
+	v, err := c.snap.get(ctx, c.snap.window("activity", since, now), func(ctx context.Context) (any, error) {
 		return c.st.Activity(ctx, since)
 	})
 	if err != nil {
@@ -95,10 +106,10 @@ func (c *Console) activity(ctx context.Context, since time.Time) (store.Activity
 	return v.(store.Activity), nil
 }
 
-// attemptStats returns AttemptStats since, shared as a snapshot.
-func (c *Console) attemptStats(ctx context.Context, since time.Time) ([]store.AttemptStats, error) {
-	since = since.Truncate(c.snap.ttl)
-	v, err := c.snap.get(ctx, "attempts:"+since.Format(time.RFC3339Nano), func(ctx context.Context) (any, error) {
+// attemptStats returns AttemptStats since, shared as a snapshot of its
+// window.
+func (c *Console) attemptStats(ctx context.Context, since, now time.Time) ([]store.AttemptStats, error) {
+	v, err := c.snap.get(ctx, c.snap.window("attempts", since, now), func(ctx context.Context) (any, error) {
 		return c.st.AttemptStats(ctx, since)
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/console"
+	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
@@ -133,5 +135,118 @@ func TestViewersShareTheWindowAggregates(t *testing.T) {
 	}
 	if a, b := st.activity.Load(), st.attempts.Load(); a != 1 || b != 1 {
 		t.Errorf("20 viewers: %d activity reads and %d attempt reads, want 1 and 1", a, b)
+	}
+}
+
+// heldActivity is a store whose activity reads, once armed, are counted
+// and held until released.
+type heldActivity struct {
+	store.Store
+	armed   atomic.Bool
+	reads   atomic.Int32
+	release chan struct{}
+}
+
+func (s *heldActivity) Activity(ctx context.Context, since time.Time) (store.Activity, error) {
+	if s.armed.Load() {
+		s.reads.Add(1)
+		<-s.release
+	}
+	return s.Store.Activity(ctx, since)
+}
+
+// TestAStaleSnapshotIsServedWhileItIsRead: past its ttl, a snapshot is
+// still served at once while one read refreshes it, so a viewer does not
+// wait for the refresh; past SnapshotStale a viewer waits for the read.
+func TestAStaleSnapshotIsServedWhileItIsRead(t *testing.T) {
+	st := &heldActivity{Store: memStore(t), release: make(chan struct{})}
+	var now atomic.Int64
+	now.Store(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	srv := serve(t, st, func(c *console.Config) {
+		c.Now = func() time.Time { return time.Unix(0, now.Load()).UTC() }
+		c.SnapshotTTL, c.SnapshotStale = 2*time.Second, 15*time.Second
+	})
+	get := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/sinks", nil)
+		req.Header.Set("Authorization", "Bearer "+viewerToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /sinks: %d", resp.StatusCode)
+		}
+		return nil
+	}
+	if err := get(context.Background()); err != nil { // the first read
+		t.Fatal(err)
+	}
+	st.armed.Store(true)
+	now.Add(int64(5 * time.Second)) // past the ttl, within stale
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := get(ctx); err != nil {
+		t.Fatalf("a stale snapshot was not served while its refresh was held: %v", err)
+	}
+	if n := st.reads.Load(); n != 1 {
+		t.Errorf("%d refreshes started, want 1", n)
+	}
+	now.Add(int64(20 * time.Second)) // past stale: a viewer waits for the read
+	short, stop := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer stop()
+	if err := get(short); err == nil {
+		t.Error("a snapshot older than SnapshotStale was served without waiting for its read")
+	}
+	close(st.release)
+}
+
+// concurrentFiles is a store that records how many file lists are read
+// at once.
+type concurrentFiles struct {
+	store.Store
+	now, most atomic.Int32
+}
+
+func (s *concurrentFiles) ListFiles(ctx context.Context, f inbox.FileFilter, limit int) ([]inbox.FileRow, error) {
+	n := s.now.Add(1)
+	defer s.now.Add(-1)
+	for {
+		m := s.most.Load()
+		if n <= m || s.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	return s.Store.ListFiles(ctx, f, limit)
+}
+
+// TestPagesServedAtOnceAreBounded: no more than MaxInFlight pages are
+// served at once, whatever the viewers ask; the others wait their turn
+// and are served.
+func TestPagesServedAtOnceAreBounded(t *testing.T) {
+	st := &concurrentFiles{Store: memStore(t)}
+	srv := serve(t, st, func(c *console.Config) { c.MaxInFlight = 2 })
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("GET", srv.URL+"/files", nil)
+			req.Header.Set("Authorization", "Bearer "+viewerToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("GET /files: %d", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	if m := st.most.Load(); m != 2 {
+		t.Errorf("%d file lists read at once by 8 viewers, want MaxInFlight (2)", m)
 	}
 }

@@ -37,6 +37,7 @@ func main() {
 	sizes := flag.String("files", "10000,100000", "history sizes in files, comma-separated; the first is the baseline")
 	days := flag.Int("days", 0, "days the files span (default: 3,000 files a day)")
 	runs := flag.Int("runs", 7, "timed runs of each read (the median is shown)")
+	flag.BoolVar(&load, "load", true, "also time ingest, the relay and the console under 20 viewers (measureLoad)")
 	flag.BoolVar(&keep, "keep", false, "keep each store built (PostgreSQL schema or SQLite file) and print where it is")
 	flag.Parse()
 	if err := run(context.Background(), *driver, *dsn, *sizes, *days, *runs); err != nil {
@@ -45,8 +46,9 @@ func main() {
 	}
 }
 
-// keep leaves the stores built for a look afterwards.
-var keep bool
+// keep leaves the stores built for a look afterwards; load runs
+// measureLoad on each.
+var keep, load bool
 
 type measured struct {
 	files int
@@ -54,6 +56,10 @@ type measured struct {
 	build time.Duration
 	ops   map[string]time.Duration
 	size  int64
+	// rates are the load phase's rates a second, peakRSS this process's
+	// peak RSS under its console viewers.
+	rates   map[string]float64
+	peakRSS int64
 	// tables holds each table's size in bytes: heap with TOAST, and
 	// indexes.
 	tables []tableSize
@@ -107,6 +113,25 @@ func run(ctx context.Context, driver, dsn, sizes string, days, runs int) error {
 				return fmt.Sprintf("**%.2f×**", float64(r.ops[op])/float64(max(1, results[0].ops[op])))
 			})
 	}
+	if load {
+		for _, op := range loadOps {
+			row(op, func(r measured) string { return fmt.Sprintf("%.2f", float64(r.ops[op].Microseconds())/1000) },
+				func(r measured) string {
+					return fmt.Sprintf("**%.2f×**", float64(r.ops[op])/float64(max(1, results[0].ops[op])))
+				})
+		}
+		for _, rate := range loadRates {
+			row(rate, func(r measured) string { return fmt.Sprintf("%.0f", r.rates[rate]) },
+				func(r measured) string {
+					return fmt.Sprintf("**%.2f×**", r.rates[rate]/max(1, results[0].rates[rate]))
+				})
+		}
+		row(fmt.Sprintf("peak RSS, %d console clients, MB", clients),
+			func(r measured) string { return fmt.Sprintf("%.0f", float64(r.peakRSS)/(1<<20)) },
+			func(r measured) string {
+				return fmt.Sprintf("%.2f×", float64(r.peakRSS)/float64(max(1, results[0].peakRSS)))
+			})
+	}
 	row("build, files/s", func(r measured) string { return fmt.Sprintf("%.0f", float64(r.files)/r.build.Seconds()) },
 		func(measured) string { return "" })
 	row("database, MB", func(r measured) string { return fmt.Sprintf("%.0f", float64(r.size)/(1<<20)) },
@@ -128,9 +153,9 @@ var opNames = []string{"Stats (gauges, overview, /sinks)", "ReconcileFacts 24h",
 	"Prune one day"}
 
 func measure(ctx context.Context, driver, dsn string, files, days, runs int) (measured, error) {
-	m := measured{files: files, days: days, ops: map[string]time.Duration{}}
+	m := measured{files: files, days: days, ops: map[string]time.Duration{}, rates: map[string]float64{}}
 	now := time.Now().UTC().Truncate(time.Second)
-	var st store.Store
+	var st, view store.Store
 	var size func() (int64, error)
 	var tables func() ([]tableSize, error)
 	start := time.Now()
@@ -157,6 +182,14 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 			return m, err
 		}
 		st = s
+		// The console's own pool, as `run` opens it (store.console_conns
+		// and console_timeout's defaults).
+		v, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema, MaxConns: 4, StatementTimeout: 15 * time.Second})
+		if err != nil {
+			return m, err
+		}
+		defer v.Close()
+		view = v
 		tables = func() ([]tableSize, error) {
 			rows, err := s.Pool().Query(ctx, `SELECT c.relname, pg_table_size(c.oid), pg_indexes_size(c.oid) FROM pg_class c
 				JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'
@@ -206,6 +239,12 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 			return m, err
 		}
 		st = s
+		v, err := sqlite.OpenWith(ctx, path, sqlite.Options{MaxConns: 4})
+		if err != nil {
+			return m, err
+		}
+		defer v.Close()
+		view = v
 		size = func() (int64, error) {
 			var n int64
 			for _, p := range []string{path, path + "-wal"} {
@@ -257,6 +296,12 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 		},
 	}
 	for _, name := range opNames {
+		// The load phase before the prune, which deletes history.
+		if name == opNames[11] && load {
+			if err := measureLoad(ctx, st, view, files, days, runs, &m); err != nil {
+				return m, err
+			}
+		}
 		var times []time.Duration
 		for range runs {
 			t0 := time.Now()

@@ -78,10 +78,10 @@ func (e Effect) JSONPayload() (json.RawMessage, error) {
 
 // residueFields are the fields of a delivered payload kept once
 // retention.payloads has passed: what reconciliation totals per payer,
-// and what names the payment to an operator. None is patient data. The
-// envelope (envelope_key, sender, receiver) is not kept: the row's
-// inbox_key is the envelope key, which holds both parties, and a year of
-// rows would hold it twice.
+// and what names the payment to an operator (with the row's correlation
+// id, which names its file). None is patient data. The envelope
+// (envelope_key, sender, receiver) is not kept: a year of finished rows
+// would hold it for nothing.
 var residueFields = []string{"payer_id", "trace_number", "amount", "production_date"}
 
 // PayloadResidue returns, packed, what is kept of a delivered row's

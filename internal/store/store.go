@@ -351,3 +351,12 @@ func PaymentTotals(stored []byte) (payer, amount string, err error) {
 	}
 	return v.PayerID, amount, nil
 }
+
+// SlimPrunedSQL is what a row whose payload is pruned gives up beside
+// its payload (an UPDATE's SET list, both dialects): the key of the set
+// that enqueued it (the file it came from stays in its correlation id)
+// and, for a payment, its ordering key, which is its effect key again.
+// Neither is read of a finished row: ordering holds among open rows, and
+// reconciliation takes a pruned row's payer and amount from its residue.
+// They were a fifth of a year of finished rows.
+const SlimPrunedSQL = `inbox_key = '', ordering_key = CASE WHEN kind = 'payment.posted' THEN '' ELSE ordering_key END`

@@ -79,8 +79,8 @@ var MakeTemplate = sync.OnceValues(func() (Template, error) {
 })
 
 // payloadDays is retention.payloads' default in days: rows delivered
-// longer ago hold their residue alone and no attempts, as pruning
-// leaves them.
+// longer ago hold their residue alone, no attempts and neither inbox key
+// nor (a payment's) ordering key, as pruning leaves them.
 const payloadDays = "30"
 
 // Batch is how many files one statement writes.
@@ -173,8 +173,9 @@ var (
 		status, attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error, last_status, payload_pruned,
 		effect_hash)
 	 SELECT nextval(pg_get_serial_sequence('outbox', 'id')), ek, CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END,
-		CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END, CASE WHEN n <= 10 THEN ek ELSE 'acks:ZZ:PAYER' || p END,
-		CASE WHEN n <= 10 THEN ` + pgKey + ` ELSE '' END, corr,
+		CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
+		CASE WHEN n > 10 THEN 'acks:ZZ:PAYER' || p WHEN NOT pruned THEN ek ELSE '' END,
+		CASE WHEN n <= 10 AND NOT pruned THEN ` + pgKey + ` ELSE '' END, corr,
 		CASE WHEN n <= 10 THEN CASE WHEN pruned THEN $7::bytea ELSE $6::bytea END
 			ELSE CASE WHEN pruned THEN $9::bytea ELSE $8::bytea END END,
 		st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
@@ -269,7 +270,8 @@ var (
 		attempts, next_attempt_at, created_at, updated_at, delivered_at, last_error, last_status, payload_pruned,
 		effect_hash)
 	 SELECT ek, CASE WHEN n <= 10 THEN 'payment.posted' ELSE 'ack.999' END, CASE WHEN n <= 10 THEN 'ledger' ELSE 'acks' END,
-		CASE WHEN n <= 10 THEN ek ELSE 'acks:ZZ:PAYER' || p END, CASE WHEN n <= 10 THEN ` + sqliteKey + ` ELSE '' END, corr,
+		CASE WHEN n > 10 THEN 'acks:ZZ:PAYER' || p WHEN NOT pruned THEN ek ELSE '' END,
+		CASE WHEN n <= 10 AND NOT pruned THEN ` + sqliteKey + ` ELSE '' END, corr,
 		CASE WHEN n <= 10 THEN CASE WHEN pruned THEN ?7 ELSE ?6 END ELSE CASE WHEN pruned THEN ?9 ELSE ?8 END END,
 		st, CASE st WHEN 'dead' THEN 25 WHEN 'pending' THEN 0 ELSE 1 END, t, t,
 		CASE st WHEN 'pending' THEN t ELSE t + 2000000 END, CASE st WHEN 'delivered' THEN t + 2000000 END,

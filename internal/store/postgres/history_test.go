@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/history"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
@@ -17,9 +18,10 @@ import (
 )
 
 // TestHistoryRowsMatchIngest holds internal/store/history to what a real
-// ingest writes: the mean width of its inbox rows and of its unpruned
-// payment.posted and ack.999 rows is within a tenth of theirs for a file
-// of ten remittances of eight claims. bench/history's database sizes
+// ingest writes: the mean width of its inbox rows and of its
+// payment.posted and ack.999 rows, before and after retention.payloads,
+// is within a tenth of theirs for files of ten remittances of eight
+// claims. bench/history's database sizes
 // (and the plan tests' tables) are only as true as this.
 func TestHistoryRowsMatchIngest(t *testing.T) {
 	ctx := context.Background()
@@ -37,8 +39,38 @@ func TestHistoryRowsMatchIngest(t *testing.T) {
 	}, bytes.NewReader(file.Bytes())); err != nil {
 		t.Fatal(err)
 	}
+	// The real rows delivered and their payloads pruned, as a month
+	// later; a copy of the file under other control numbers stays
+	// unpruned.
+	rows, err := real.Claim(ctx, now, []string{"ledger", "acks"}, 100, time.Minute)
+	if err != nil || len(rows) != 11 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	var done []outbox.Completion
+	for _, r := range rows {
+		done = append(done, outbox.Completion{ID: r.ID, Token: r.LeaseToken, HTTPStatus: 200,
+			Attempt: &outbox.Attempt{At: now, Latency: time.Millisecond, HTTPStatus: 200, Class: "2xx"}})
+	}
+	if lost, err := real.CompleteMany(ctx, done, now); err != nil || len(lost) != 0 {
+		t.Fatalf("deliver: %v %v", lost, err)
+	}
+	if n, err := real.PrunePayloads(ctx, now.Add(time.Hour), 100); err != nil || n != 11 {
+		t.Fatalf("prune payloads: %d %v", n, err)
+	}
+	file.Reset()
+	if _, err := (x12gen.Remit{Control: 123456790, SetsPerGroup: 10, ClaimsPerSet: 8, LinesPerClaim: 1, Trace: "U",
+		EOL: "\n"}).Write(&file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inbox.Ingest(ctx, inbox.Options{Store: real, Routes: storetest.Routes}, inbox.FileInfo{
+		Source: "src1", Path: "/outbound/835/ERA_000000002.835", Size: int64(file.Len()), MTime: now,
+		SHA256: hex.EncodeToString(sum[:]), CorrelationID: store.NewCorrelationID(), Now: now,
+	}, bytes.NewReader(file.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	// A history of 60 days: half of it past retention.payloads.
 	built := newStore(t).(*Store)
-	if err := history.Postgres(ctx, built.pool, 200, 1, now, nil); err != nil {
+	if err := history.Postgres(ctx, built.pool, 200, 60, now, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ what, q string }{
@@ -47,6 +79,10 @@ func TestHistoryRowsMatchIngest(t *testing.T) {
 			WHERE kind = 'payment.posted' AND NOT payload_pruned`},
 		{"ack.999 rows", `SELECT avg(pg_column_size(t.*))::float8, count(*) FROM outbox t
 			WHERE kind = 'ack.999' AND NOT payload_pruned`},
+		{"pruned payment.posted rows", `SELECT avg(pg_column_size(t.*))::float8, count(*) FROM outbox t
+			WHERE kind = 'payment.posted' AND payload_pruned`},
+		{"pruned ack.999 rows", `SELECT avg(pg_column_size(t.*))::float8, count(*) FROM outbox t
+			WHERE kind = 'ack.999' AND payload_pruned`},
 	} {
 		var want, got float64
 		var n, m int

@@ -1960,8 +1960,8 @@ func (s *Store) prunePayloadBatch(ctx context.Context, before time.Time, batch i
 	if err := rows.Err(); err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE outbox SET payload_packed = v.p, payload_json = NULL, payload_pruned = true
-		FROM unnest($1::bigint[], $2::bytea[]) v(id, p) WHERE outbox.id = v.id`, ids, residues); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE outbox SET payload_packed = v.p, payload_json = NULL, payload_pruned = true,
+		`+store.SlimPrunedSQL+` FROM unnest($1::bigint[], $2::bytea[]) v(id, p) WHERE outbox.id = v.id`, ids, residues); err != nil {
 		return 0, err
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM outbox_attempt WHERE outbox_id = ANY($1)`, ids); err != nil {

@@ -1650,7 +1650,8 @@ func (s *Store) prunePayloadBatch(ctx context.Context, before time.Time, batch i
 		return 0, err
 	}
 	for _, p := range due {
-		if _, err := tx.ExecContext(ctx, `UPDATE outbox SET stored_payload = ?, payload_pruned = 1 WHERE id = ?`,
+		if _, err := tx.ExecContext(ctx, `UPDATE outbox SET stored_payload = ?, payload_pruned = 1, `+store.SlimPrunedSQL+`
+			WHERE id = ?`,
 			p.residue, p.id); err != nil {
 			return 0, err
 		}

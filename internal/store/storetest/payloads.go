@@ -80,6 +80,10 @@ func testPrunePayloads(t *testing.T, s store.Store) {
 		if got.Status != outbox.StatusDelivered {
 			t.Errorf("row %d: %s after pruning", r.ID, got.Status)
 		}
+		if got.InboxKey != "" || got.OrderingKey != "" || got.EffectKey == "" || got.CorrelationID == "" {
+			t.Errorf("row %d after pruning: inbox key %q, ordering key %q (want both gone), effect key %q, correlation id %q",
+				r.ID, got.InboxKey, got.OrderingKey, got.EffectKey, got.CorrelationID)
+		}
 		if atts, err := s.Attempts(ctx, r.ID); err != nil || len(atts) != 0 {
 			t.Errorf("row %d: %d attempts after pruning (%v)", r.ID, len(atts), err)
 		}

@@ -72,6 +72,17 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 	if err := history.Postgres(ctx, s.Pool(), 6000, 60, now, nil); err != nil {
 		t.Fatal(err)
 	}
+	// A backlog the statistics have not seen, as at a year of history,
+	// where the outbox's autoanalyze waits for a tenth of its rows to
+	// change: 1,500 payments pending at one sink, each its own ordering
+	// key.
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_key,
+		correlation_id, payload_packed, next_attempt_at, created_at, updated_at, effect_hash)
+		SELECT 'payment:backlog:' || g, 'payment.posted', 'ledger', 'payment:backlog:' || g, '', 'backlog',
+			$2::bytea, $1, $1, $1, md5(g::text) FROM generate_series(1, 1500) g`, now.Add(-time.Minute),
+		outbox.PackPayload([]byte(`{"payer_id":"P","amount":"1.00"}`))); err != nil {
+		t.Fatal(err)
+	}
 
 	day := now.Add(-24 * time.Hour)
 	calls := []struct {
@@ -134,14 +145,15 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 				t.Fatalf("%s: explain: %v\n%s", c.name, err, st.sql)
 			}
 			if len(scans) > 0 {
-				t.Errorf("%s reads all of %s:\n%s", c.name, strings.Join(scans, ", "), st.sql)
+				t.Errorf("%s plans %s:\n%s", c.name, strings.Join(scans, ", "), st.sql)
 			}
 		}
 	}
 }
 
-// seqScans returns the history tables st's plan reads with a sequential
-// scan.
+// seqScans returns what st's plan does that grows with history: a
+// sequential scan of a history table, an EXISTS over one planned as a
+// join, or a walk of a whole index of one for every row of a loop.
 func seqScans(ctx context.Context, s *postgres.Store, st recorded) ([]string, error) {
 	var plan []byte
 	if err := s.Pool().QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+st.sql, st.args...).Scan(&plan); err != nil {
@@ -157,7 +169,28 @@ func seqScans(ctx context.Context, s *postgres.Store, st recorded) ([]string, er
 	var walk func(n planNode)
 	walk = func(n planNode) {
 		if n.NodeType == "Seq Scan" && slices.Contains(history.Tables, n.Relation) {
-			out = append(out, fmt.Sprintf("%s (seq scan)", n.Relation))
+			out = append(out, "a sequential scan of "+n.Relation)
+		}
+		// An EXISTS over a history table planned as a join: whether its
+		// probe keeps its keys is then the statistics' choice, and at a
+		// year of history (where the outbox's autoanalyze waits for a
+		// tenth of its rows to change) the claim's lost them. The order
+		// checks are scalar subqueries, always a keyed probe.
+		if n.JoinType == "Anti" || n.JoinType == "Semi" {
+			for _, c := range n.Plans {
+				if slices.Contains(history.Tables, c.Relation) {
+					out = append(out, fmt.Sprintf("%s join on %s", strings.ToLower(n.JoinType), c.Relation))
+				}
+			}
+		}
+		// The inner side of a nested loop walking an index of a history
+		// table with no condition walks all of it for every outer row (an
+		// EXISTS planned as a join whose probe lost its keys).
+		if n.NodeType == "Nested Loop" && len(n.Plans) == 2 {
+			if in := n.Plans[1]; strings.HasPrefix(in.NodeType, "Index") && in.IndexCond == "" &&
+				slices.Contains(history.Tables, in.Relation) {
+				out = append(out, fmt.Sprintf("a walk of all of %s (%s) for every row of a nested loop", in.Index, in.Relation))
+			}
 		}
 		for _, c := range n.Plans {
 			walk(c)
@@ -170,11 +203,14 @@ func seqScans(ctx context.Context, s *postgres.Store, st recorded) ([]string, er
 }
 
 type planNode struct {
-	NodeType string     `json:"Node Type"`
-	Relation string     `json:"Relation Name"`
-	Rows     float64    `json:"Actual Rows"`
-	Loops    float64    `json:"Actual Loops"`
-	Plans    []planNode `json:"Plans"`
+	NodeType  string     `json:"Node Type"`
+	JoinType  string     `json:"Join Type"`
+	Relation  string     `json:"Relation Name"`
+	Index     string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	Rows      float64    `json:"Actual Rows"`
+	Loops     float64    `json:"Actual Loops"`
+	Plans     []planNode `json:"Plans"`
 }
 
 // TestDeadRowsAreCountedNotRead: the counts of dead rows the gauges, the

@@ -1062,6 +1062,12 @@ func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, func(), error) {
 
 // Claim implements outbox.Store.
 func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit int, lease time.Duration) ([]outbox.Row, error) {
+	// The order check is a scalar subquery, probing outbox_open_by_order
+	// by ordering key, sink and id: as NOT EXISTS, PostgreSQL planned it as
+	// an anti join that walked every open row for each due row whenever
+	// its statistics saw few open rows (at a year of history with 1,500
+	// open rows, 13 ms a claim instead of 0.4, a tenth of the deliveries).
+	//
 	// The sink filter is written so that no index can serve it: the
 	// planner must walk outbox_due in due order, never fetch every open row
 	// of the sinks and sort them (as it would with "sink = ANY(...)" and
@@ -1085,8 +1091,9 @@ func (s *Store) Claim(ctx context.Context, now time.Time, sinks []string, limit 
 	rows, err := s.pool.Query(ctx, `WITH due AS (
 		SELECT o.id FROM outbox o
 		WHERE o.status = 'pending' AND o.next_attempt_at <= $1 `+sinkFilter+`
-		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.sink = o.sink AND p.ordering_key = o.ordering_key
-		                  AND p.id < o.id AND p.status IN ('pending', 'inflight'))
+		  AND (SELECT p.id FROM outbox p WHERE p.ordering_key = o.ordering_key AND p.sink = o.sink
+		       AND p.status IN ('pending', 'inflight') AND p.id < o.id
+		       ORDER BY p.ordering_key, p.sink, p.id LIMIT 1) IS NULL
 		ORDER BY o.next_attempt_at, o.id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED)
@@ -1132,22 +1139,31 @@ const (
 	// The statements are shaped so that the planner keeps to
 	// outbox_correlation and outbox_open_by_order whatever its statistics
 	// say (a fresh table has none): a materialized lookup by correlation
-	// id, and probes ordered as outbox_open_by_order is. Planned from the
+	// id, and probes ordered as outbox_open_by_order is, written as scalar
+	// subqueries: PostgreSQL turns an EXISTS into a semi or anti join,
+	// dropping its ORDER BY and LIMIT, and may then walk the whole index
+	// of open rows for every row (see Claim); and the rows to change are
+	// named as an array, found by primary key: joined to the lookup, the
+	// update was planned as a loop over every parked row probing each of
+	// the arrival's (2,000 sets and 200 parked rows: 400,000 probes, half
+	// a second at a year of history, 1 ms now). Planned from the
 	// predicates alone, with the table not analyzed yet, a 20,000-file
 	// backlog walked every open row of the sink per row parked (polls of
 	// 14 s, the ingest holding its ordering key's lock meanwhile).
-	parkBehindSQL = `WITH mine AS MATERIALIZED (SELECT id, sink, ordering_key FROM outbox WHERE correlation_id = $1)
-		UPDATE outbox o SET next_attempt_at = ` + behindSQL + ` FROM mine m
-		WHERE o.id = m.id AND o.status = 'pending' AND o.next_attempt_at < ` + behindSQL + `
-		  AND EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = m.ordering_key AND p.sink = m.sink
-		              AND p.status IN ('pending', 'inflight') AND p.id < m.id
-		              ORDER BY p.ordering_key, p.sink, p.id LIMIT 1)`
+	parkBehindSQL = `WITH mine AS MATERIALIZED (SELECT id, sink, ordering_key FROM outbox WHERE correlation_id = $1
+			AND status = 'pending' AND next_attempt_at < ` + behindSQL + `)
+		UPDATE outbox o SET next_attempt_at = ` + behindSQL + `
+		WHERE o.id = ANY(ARRAY(SELECT m.id FROM mine m
+			WHERE (SELECT p.id FROM outbox p WHERE p.ordering_key = m.ordering_key AND p.sink = m.sink
+			       AND p.status IN ('pending', 'inflight') AND p.id < m.id
+			       ORDER BY p.ordering_key, p.sink, p.id LIMIT 1) IS NOT NULL))
+		  AND o.status = 'pending' AND o.next_attempt_at < ` + behindSQL
 	// sweepBehindSQL makes due every parked row no open row precedes.
 	sweepBehindSQL = `UPDATE outbox o SET next_attempt_at = $1
 		WHERE o.status = 'pending' AND o.next_attempt_at = ` + behindSQL + `
-		  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = o.ordering_key AND p.sink = o.sink
-		                  AND p.status IN ('pending', 'inflight') AND p.id < o.id
-		                  ORDER BY p.ordering_key, p.sink, p.id LIMIT 1)`
+		  AND (SELECT p.id FROM outbox p WHERE p.ordering_key = o.ordering_key AND p.sink = o.sink
+		       AND p.status IN ('pending', 'inflight') AND p.id < o.id
+		       ORDER BY p.ordering_key, p.sink, p.id LIMIT 1) IS NULL`
 )
 
 // releaseAfterSQL makes due the parked row that heads the sink and
@@ -1164,12 +1180,14 @@ const releaseAfterSQL = `UPDATE outbox o SET next_attempt_at = $2
 
 // unparkMineSQL makes due the rows an arrival ($1) parked that no open
 // row precedes any more: run after its commit.
-const unparkMineSQL = `WITH mine AS MATERIALIZED (SELECT id, sink, ordering_key FROM outbox WHERE correlation_id = $1)
-	UPDATE outbox o SET next_attempt_at = $2 FROM mine m
-	WHERE o.id = m.id AND o.status = 'pending' AND o.next_attempt_at = ` + behindSQL + `
-	  AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.ordering_key = m.ordering_key AND p.sink = m.sink
-	                  AND p.status IN ('pending', 'inflight') AND p.id < m.id
-	                  ORDER BY p.ordering_key, p.sink, p.id LIMIT 1)`
+const unparkMineSQL = `WITH mine AS MATERIALIZED (SELECT id, sink, ordering_key FROM outbox WHERE correlation_id = $1
+		AND status = 'pending' AND next_attempt_at = ` + behindSQL + `)
+	UPDATE outbox o SET next_attempt_at = $2
+	WHERE o.id = ANY(ARRAY(SELECT m.id FROM mine m
+		WHERE (SELECT p.id FROM outbox p WHERE p.ordering_key = m.ordering_key AND p.sink = m.sink
+		       AND p.status IN ('pending', 'inflight') AND p.id < m.id
+		       ORDER BY p.ordering_key, p.sink, p.id LIMIT 1) IS NULL))
+	  AND o.status = 'pending' AND o.next_attempt_at = ` + behindSQL
 
 // releaseAfter runs releaseAfterSQL for ids at now. Its failure is not the
 // caller's: the move committed, and the next lease reap's sweep makes the

@@ -38,6 +38,7 @@ func main() {
 	days := flag.Int("days", 0, "days the files span (default: 3,000 files a day)")
 	runs := flag.Int("runs", 7, "timed runs of each read (the median is shown)")
 	flag.BoolVar(&load, "load", true, "also time ingest, the relay and the console under 20 viewers (measureLoad)")
+	flag.StringVar(&reuse, "reuse", "", "postgres: measure the history kept (-keep) in this schema instead of building one (give its -files and -days)")
 	flag.BoolVar(&keep, "keep", false, "keep each store built (PostgreSQL schema or SQLite file) and print where it is")
 	flag.Parse()
 	if err := run(context.Background(), *driver, *dsn, *sizes, *days, *runs); err != nil {
@@ -49,6 +50,9 @@ func main() {
 // keep leaves the stores built for a look afterwards; load runs
 // measureLoad on each.
 var keep, load bool
+
+// reuse names a kept PostgreSQL history to measure again.
+var reuse string
 
 type measured struct {
 	files int
@@ -162,12 +166,15 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 	switch driver {
 	case "postgres":
 		schema := fmt.Sprintf("history_%d_%d", files, os.Getpid())
+		if reuse != "" {
+			schema = reuse
+		}
 		s, err := postgres.Open(ctx, dsn, postgres.Options{Schema: schema})
 		if err != nil {
 			return m, err
 		}
 		defer func() {
-			if keep {
+			if keep || reuse != "" {
 				fmt.Fprintf(os.Stderr, "kept schema %s\n", schema)
 			} else {
 				s.Pool().Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
@@ -178,8 +185,10 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 			return m, err
 		}
 		start = time.Now()
-		if err := history.Postgres(ctx, s.Pool(), files, days, now, progress(files)); err != nil {
-			return m, err
+		if reuse == "" {
+			if err := history.Postgres(ctx, s.Pool(), files, days, now, progress(files)); err != nil {
+				return m, err
+			}
 		}
 		st = s
 		// The console's own pool, as `run` opens it (store.console_conns
@@ -312,6 +321,11 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 		}
 		slices.Sort(times)
 		m.ops[name] = times[len(times)/2]
+	}
+	if load && days > 2 {
+		if err := measurePruneLoad(ctx, st, days, runs, &m); err != nil {
+			return m, err
+		}
 	}
 	return m, nil
 }

@@ -217,7 +217,7 @@ func (s *concurrentFiles) ListFiles(ctx context.Context, f inbox.FileFilter, lim
 			break
 		}
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // long enough for the viewers to overlap
 	return s.Store.ListFiles(ctx, f, limit)
 }
 

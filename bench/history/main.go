@@ -143,6 +143,9 @@ func run(ctx context.Context, driver, dsn, sizes string, days, runs int) error {
 			return fmt.Sprintf("%.1f×", float64(r.size)/float64(max(1, results[0].size)))
 		})
 	for _, r := range results {
+		if len(r.tables) == 0 {
+			continue // SQLite: one file
+		}
 		fmt.Fprintf(&b, "\n| %s, %d files (%d days) | heap and TOAST, MB | indexes, MB |\n|---|---|---|\n", driver, r.files, r.days)
 		for _, t := range r.tables {
 			fmt.Fprintf(&b, "| %s | %.1f | %.1f |\n", t.name, float64(t.heap)/(1<<20), float64(t.indexes)/(1<<20))

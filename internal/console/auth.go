@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -350,16 +351,45 @@ func (c *Console) auth(need role, h http.HandlerFunc) http.Handler {
 			http.Error(w, "this needs the admin token", http.StatusForbidden)
 			return
 		}
-		// One of MaxInFlight pages at once; a viewer who leaves while
-		// waiting is served nothing.
-		select {
-		case c.inFlight <- struct{}{}:
-			defer func() { <-c.inFlight }()
-		case <-r.Context().Done():
-			return
+		ctx := context.WithValue(r.Context(), whoKey{}, caller)
+		// A page read takes one of MaxInFlight slots, held while it reads
+		// and renders, never while it writes to a slow client (render
+		// gives it back first). A viewer waits for a slot at most
+		// QueryTimeout, then is told to retry; one who leaves is served
+		// nothing. Actions (POST) take no slot: an operator's replay or
+		// sign-out never queues behind viewers.
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			wait := time.NewTimer(c.cfg.QueryTimeout)
+			select {
+			case c.inFlight <- struct{}{}:
+				wait.Stop()
+				var once sync.Once
+				release := func() { once.Do(func() { <-c.inFlight }) }
+				defer release()
+				ctx = context.WithValue(ctx, slotKey{}, release)
+			case <-wait.C:
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, "the console is busy; retry in a moment", http.StatusServiceUnavailable)
+				return
+			case <-r.Context().Done():
+				wait.Stop()
+				return
+			}
 		}
-		h(w, r.WithContext(context.WithValue(r.Context(), whoKey{}, caller)))
+		h(w, r.WithContext(ctx))
 	})
+}
+
+// slotKey holds, in a page read's context, the function that gives its
+// slot back.
+type slotKey struct{}
+
+// releaseSlot gives r's slot back, if it holds one (a page read about to
+// write its answer).
+func releaseSlot(r *http.Request) {
+	if release, ok := r.Context().Value(slotKey{}).(func()); ok {
+		release()
+	}
 }
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {

@@ -92,9 +92,10 @@ type Config struct {
 	// (default 2s), and SnapshotStale how long it is still served while
 	// one read refreshes it (default 15s).
 	SnapshotTTL, SnapshotStale time.Duration
-	// MaxInFlight bounds the pages served at once (default half the
-	// processors, at least one); the others wait their turn, so viewers
-	// cannot take the processors from ingest and the relay.
+	// MaxInFlight bounds the page reads served at once (default half the
+	// processors, at least one); the others wait their turn (at most
+	// QueryTimeout, then 503 with Retry-After), so viewers cannot take the
+	// processors from ingest and the relay. Actions take no turn.
 	MaxInFlight int
 	// QueryTimeout bounds each of those readings, and every page's reads
 	// (default 10s).

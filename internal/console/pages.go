@@ -91,6 +91,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
+	releaseSlot(r) // a slow client holds no slot while it reads the page
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	w.Write(b.Bytes())
@@ -652,7 +653,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	// The last day's reconciliation, as the divergence gauge computes it,
 	// gives the files per source, day and status too.
-	rep, err := c.reconciled(r.Context(), now.Add(-24*time.Hour), now)
+	rep, err := c.reconciled(r.Context(), now.Add(-24*time.Hour), now, true)
 	if err != nil {
 		c.fail(w, err)
 		return

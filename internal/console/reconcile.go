@@ -44,7 +44,8 @@ func (c *Console) reconcileReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.From = from
-	if data.Report, err = c.reconciled(r.Context(), from, now); err != nil {
+	_, notATime := time.Parse(time.RFC3339, data.Since)
+	if data.Report, err = c.reconciled(r.Context(), from, now, notATime != nil); err != nil {
 		c.fail(w, err)
 		return
 	}

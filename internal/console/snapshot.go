@@ -83,10 +83,20 @@ func (s *snapshots) window(kind string, from, now time.Time) string {
 	return kind + ":" + now.Sub(from).Round(s.ttl).String()
 }
 
+// since names a window of reads from a fixed time: its start.
+func (s *snapshots) since(kind string, from time.Time) string {
+	return kind + "@" + from.Truncate(s.ttl).Format(time.RFC3339Nano)
+}
+
 // reconciled returns the reconciliation since from, shared as a
-// snapshot of its window.
-func (c *Console) reconciled(ctx context.Context, from, now time.Time) (*reconcile.Report, error) {
-	v, err := c.snap.get(ctx, c.snap.window("reconcile", from, now), func(ctx context.Context) (any, error) {
+// snapshot of its window: of the last so long (relative), or from a
+// fixed time.
+func (c *Console) reconciled(ctx context.Context, from, now time.Time, relative bool) (*reconcile.Report, error) {
+	key := c.snap.since("reconcile", from)
+	if relative {
+		key = c.snap.window("reconcile", from, now)
+	}
+	v, err := c.snap.get(ctx, key, func(ctx context.Context) (any, error) {
 		return reconcile.Run(ctx, c.st, from, reconcileStuckAfter, now)
 	})
 	if err != nil {

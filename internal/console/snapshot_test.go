@@ -42,7 +42,10 @@ func (s *slowFacts) ReconcileFacts(ctx context.Context, since, stuckBefore time.
 func TestConcurrentViewersShareOneReconciliation(t *testing.T) {
 	st := &slowFacts{Store: memStore(t), started: make(chan struct{}), release: make(chan struct{})}
 	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
-	srv := serve(t, st, func(c *console.Config) { c.Now = func() time.Time { return at } })
+	srv := serve(t, st, func(c *console.Config) {
+		c.Now = func() time.Time { return at }
+		c.MaxInFlight = 21 // every viewer reads at once
+	})
 	get := func(ctx context.Context, path string) (int, error) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+path, nil)
 		req.Header.Set("Authorization", "Bearer "+viewerToken)
@@ -79,6 +82,9 @@ func TestConcurrentViewersShareOneReconciliation(t *testing.T) {
 			codes <- code
 		}()
 	}
+	// The viewers are waiting for the held read (without the sharing,
+	// each would have started a read of its own by now).
+	time.Sleep(300 * time.Millisecond)
 	close(st.release)
 	wg.Wait()
 	close(codes)
@@ -248,5 +254,72 @@ func TestPagesServedAtOnceAreBounded(t *testing.T) {
 	wg.Wait()
 	if m := st.most.Load(); m != 2 {
 		t.Errorf("%d file lists read at once by 8 viewers, want MaxInFlight (2)", m)
+	}
+}
+
+// heldFiles is a store whose newest-file reads (the overview's first)
+// are held until released.
+type heldFiles struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *heldFiles) LastFileTimes(ctx context.Context) (map[string]time.Time, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Store.LastFileTimes(ctx)
+}
+
+// TestABusyConsoleStillActs: while the one page slot is held, another
+// page read waits at most QueryTimeout and is told to retry (503,
+// Retry-After), and an action (a sign-out) is served at once.
+func TestABusyConsoleStillActs(t *testing.T) {
+	st := &heldFiles{Store: memStore(t), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := serve(t, st, func(c *console.Config) { c.MaxInFlight, c.QueryTimeout = 1, 300*time.Millisecond })
+	do := func(method, path string) (*http.Response, error) {
+		req, _ := http.NewRequest(method, srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+viewerToken)
+		return http.DefaultClient.Do(req)
+	}
+	held := make(chan error, 1)
+	go func() {
+		resp, err := do("GET", "/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	<-st.entered // the overview holds the slot
+	resp, err := do("GET", "/dlq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a page read behind a held slot: %d (Retry-After %q), want 503 with Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	done := make(chan int, 1)
+	go func() {
+		resp, err := do("POST", "/signout")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	select {
+	case code := <-done:
+		if code == 0 || code == http.StatusServiceUnavailable {
+			t.Errorf("a sign-out while the slot is held: %d", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("a sign-out waited for the page slot")
+	}
+	close(st.release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
 	}
 }

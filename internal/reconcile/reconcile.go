@@ -132,9 +132,12 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 	for _, e := range f.Enqueued {
 		ef := enqueued[e.EffectKey]
 		if ef == nil {
-			amount, err := x12.ParseMoney(e.Amount)
-			if err != nil {
-				continue
+			var amount x12.Money // a payload without one counts as zero, as it did
+			if e.Amount != "" {
+				var err error
+				if amount, err = x12.ParseMoney(e.Amount); err != nil {
+					continue
+				}
 			}
 			ef = &effect{payload: payload{PayerID: e.PayerID, Amount: amount}, sinks: map[string]bool{}}
 			enqueued[e.EffectKey] = ef

@@ -44,7 +44,8 @@ const (
 // key parts and a suffix) is one equality on the key less its ISA13
 // (index inbox_key_sans_isa13); any other (a TA1's: the sets of one
 // interchange) is a range of the inbox keys in byte order (~>=~ and ~<~,
-// which the index inbox_key_pattern serves whatever the database's
+// which the inbox key's unique text_pattern_ops index serves (migration
+// 0021; inbox_key_pattern before it) whatever the database's
 // collation, and with a parameter, unlike LIKE in a generic plan),
 // filtered by the suffix.
 func (s *Store) SetKey(ctx context.Context, prefix, suffix string) (string, error) {

@@ -1834,7 +1834,8 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 }
 
 // reconcileEnqueuedSQL reads the payment rows since $1 with the payer
-// and amount of the set that enqueued each (by the index inbox_key), and
+// and amount of the set that enqueued each (joined on the inbox's unique
+// key index, migration 0021), and
 // a row's payload only where that set has none: a day's reconciliation
 // reads no payload.
 const reconcileEnqueuedSQL = `SELECT CASE WHEN left(o.effect_key, length(o.sink) + 2) = '@' || o.sink || ':'
@@ -1858,7 +1859,11 @@ func scanEnqueued(r store.Rows) (store.EnqueuedPayment, error) {
 		e.PayerID, e.Amount, err = store.PaymentTotals(payload)
 		return e, err
 	}
-	e.PayerID, e.Amount = *payer, *amount
+	// A row has a payload (outbox_payload_set): with none read, its set's
+	// summary gave both.
+	if payer != nil && amount != nil {
+		e.PayerID, e.Amount = *payer, *amount
+	}
 	return e, nil
 }
 
@@ -1937,10 +1942,14 @@ func (s *Store) PrunePayloads(ctx context.Context, before time.Time, batch int) 
 // skips it (its touched_at is read again once the row is unlocked).
 func (s *Store) pruneLocks(ctx context.Context, before time.Time, batch int) error {
 	// Named as arrays, as Prune's batches are.
+	// A row an ingest holds is skipped (SKIP LOCKED), so the delete never
+	// waits for an ingest and the two cannot lock each other's rows in
+	// opposite orders.
 	_, err := store.DeleteInBatches([]string{`DELETE FROM outbox_order WHERE ctid = ANY(ARRAY(
-			SELECT ctid FROM outbox_order WHERE touched_at < $1 LIMIT $2)) AND touched_at < $1`,
+			SELECT ctid FROM outbox_order WHERE touched_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)) AND touched_at < $1`,
 		`DELETE FROM outbox_effect_lock WHERE effect_key = ANY(ARRAY(
-			SELECT effect_key FROM outbox_effect_lock WHERE touched_at < $1 LIMIT $2)) AND touched_at < $1`}, batch,
+			SELECT effect_key FROM outbox_effect_lock WHERE touched_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED))
+			AND touched_at < $1`}, batch,
 		func(q string) (int64, error) {
 			tag, err := s.pool.Exec(ctx, q, before, batch)
 			return tag.RowsAffected(), err

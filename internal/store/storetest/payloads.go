@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ediwatch/ediwatch/internal/process"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 	"slices"
 	"strings"
 	"testing"
@@ -119,4 +121,43 @@ func totals(t *testing.T, s store.Store) string {
 	}
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// testPrunedClaimKeepsItsOrderingKey: pruning a delivered claim event's
+// payload leaves its ordering key, which later claim events of the claim
+// (the 277CA's lookup, DeadFilter.Passed) read, and clears its inbox key
+// as a payment's.
+func testPrunedClaimKeepsItsOrderingKey(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var b bytes.Buffer
+	x12gen.Claims{Control: 90, Claims: 1, IDPrefix: "PRUNED-", Frequency: "1"}.Write(&b)
+	mustIngest(t, s, "pruned.837", b.Bytes())
+	rows, err := s.Claim(ctx, t0, []string{"ledger"}, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claim outbox.Row
+	for _, r := range rows {
+		if r.Kind == process.KindClaim {
+			claim = r
+		}
+		if lost, err := s.CompleteMany(ctx, []outbox.Completion{{ID: r.ID, Token: r.LeaseToken, HTTPStatus: 200,
+			Attempt: attempt(t0, 200, "2xx")}}, t0); err != nil || len(lost) != 0 {
+			t.Fatalf("deliver: %v %v", lost, err)
+		}
+	}
+	if claim.ID == 0 || claim.OrderingKey == "" {
+		t.Fatalf("no claim event with an ordering key among %d rows", len(rows))
+	}
+	if _, err := s.PrunePayloads(ctx, t0.Add(time.Second), 100); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetOutbox(ctx, claim.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.OrderingKey != claim.OrderingKey || got.InboxKey != "" {
+		t.Errorf("pruned claim event: ordering key %q (was %q), inbox key %q (want it gone)", got.OrderingKey,
+			claim.OrderingKey, got.InboxKey)
+	}
 }

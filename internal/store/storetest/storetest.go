@@ -152,6 +152,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"AnswerLookup":                        testAnswerLookup,
 		"Prune":                               testPrune,
 		"PrunePayloads":                       testPrunePayloads,
+		"PrunedClaimKeepsItsOrderingKey":      testPrunedClaimKeepsItsOrderingKey,
 		"MigrateTwiceConcurrently":            testMigrateAgain,
 		"RejectedKeyReclaimedSameHash":        testRejectedKeyClaimedByNextProcessing,
 		"EffectConflictNotBusinessDup":        testEffectConflict,

@@ -54,10 +54,16 @@ var loadOps = func() []string {
 
 var loadRates = []string{"relay, deliveries/s", fmt.Sprintf("relay, deliveries/s, %d console clients", clients)}
 
-// routes send the load's payments to the bench sink, which the load's
-// relay alone delivers (the history's own rows stay as they are).
-var routes = map[string][]string{process.KindPayment: {"bench"}, process.KindAck999: {"bench-acks"},
-	process.KindAckTA1: {"bench-acks"}, process.KindClaim: {"bench"}}
+// routes send the relay phases' payments to the bench sink, which the
+// load's relay alone delivers (the history's own rows stay as they are);
+// idleRoutes send the ingest phases' to a sink nothing delivers, so that
+// each relay phase times its own 2,000 rows and no backlog.
+var (
+	routes = map[string][]string{process.KindPayment: {"bench"}, process.KindAck999: {"bench-acks"},
+		process.KindAckTA1: {"bench-acks"}, process.KindClaim: {"bench"}}
+	idleRoutes = map[string][]string{process.KindPayment: {"bench-idle"}, process.KindAck999: {"bench-acks"},
+		process.KindAckTA1: {"bench-acks"}, process.KindClaim: {"bench-idle"}}
+)
 
 // measureLoad times, on a built store st (the console reading view, a
 // small pool of its own as `run` gives it): ingest of one set, of a
@@ -85,7 +91,10 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 	}
 	relay := func() (float64, error) {
 		const sets = 2000
-		if _, err := l.ingest(sets); err != nil {
+		l.routes = routes
+		_, err := l.ingest(sets)
+		l.routes = nil
+		if err != nil {
 			return 0, err
 		}
 		rctx, cancel := context.WithCancel(ctx)
@@ -123,8 +132,8 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 	srv := httptest.NewServer(c)
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}, Timeout: 2 * time.Minute}
-	get := func(path string) (time.Duration, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+strings.ReplaceAll(path, "{file}",
+	getFrom := func(base, path string) (time.Duration, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+strings.ReplaceAll(path, "{file}",
 			history.CorrelationID(files-100)), nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		t0 := time.Now()
@@ -140,10 +149,21 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 		}
 		return time.Since(t0), nil
 	}
+	get := func(path string) (time.Duration, error) { return getFrom(srv.URL, path) }
+	// One viewer is timed on a console that keeps no snapshot, so that
+	// each request reads what a first viewer would.
+	cold, err := console.New(console.Config{ViewerToken: token, Sources: []string{"src0", "src1", "src2"},
+		Sinks: []string{"acks", "bench", "ledger"}, SnapshotTTL: time.Nanosecond, SnapshotStale: time.Nanosecond},
+		view, zap.NewNop())
+	if err != nil {
+		return err
+	}
+	coldSrv := httptest.NewServer(cold)
+	defer coldSrv.Close()
 	for _, p := range pages {
 		var ts []time.Duration
 		for range runs {
-			d, err := get(p.path)
+			d, err := getFrom(coldSrv.URL, p.path)
 			if err != nil {
 				return err
 			}
@@ -267,6 +287,7 @@ type loader struct {
 	runs    int
 	control int
 	last    []byte
+	routes  map[string][]string // default idleRoutes
 }
 
 // ingest ingests a new file of sets remittances and returns how long the
@@ -285,7 +306,11 @@ func (l *loader) ingest(sets int) (time.Duration, error) {
 func (l *loader) ingestBytes(data []byte, name string) (time.Duration, error) {
 	now := time.Now().UTC()
 	t0 := time.Now()
-	_, err := inbox.Ingest(context.Background(), inbox.Options{Store: l.st, Routes: routes}, inbox.FileInfo{
+	r := l.routes
+	if r == nil {
+		r = idleRoutes
+	}
+	_, err := inbox.Ingest(context.Background(), inbox.Options{Store: l.st, Routes: r}, inbox.FileInfo{
 		Source: "load", Path: "/outbound/835/" + name + ".835", Size: int64(len(data)), MTime: now,
 		SHA256: fmt.Sprintf("%064x", l.control), CorrelationID: store.NewCorrelationID(), Now: now,
 	}, bytes.NewReader(data))

@@ -38,7 +38,8 @@ func main() {
 	days := flag.Int("days", 0, "days the files span (default: 3,000 files a day)")
 	runs := flag.Int("runs", 7, "timed runs of each read (the median is shown)")
 	flag.BoolVar(&load, "load", true, "also time ingest, the relay and the console under 20 viewers (measureLoad)")
-	flag.StringVar(&reuse, "reuse", "", "postgres: measure the history kept (-keep) in this schema instead of building one (give its -files and -days)")
+	flag.StringVar(&reuse, "reuse", "", "postgres, to diagnose: measure again the history kept (-keep) in this schema "+
+		"(give its -files and -days; windows and prune cutoffs are then this run's, the prune op finds days already pruned)")
 	flag.BoolVar(&keep, "keep", false, "keep each store built (PostgreSQL schema or SQLite file) and print where it is")
 	flag.Parse()
 	if err := run(context.Background(), *driver, *dsn, *sizes, *days, *runs); err != nil {

@@ -123,12 +123,19 @@ func Postgres(ctx context.Context, db PostgresExec, files, days int, now time.Ti
 		}
 	}
 	for _, q := range []string{
-		// The ordering locks of the keys inserted within retention.payloads:
-		// PrunePayloads deletes older ones.
+		// The ordering locks of the keys inserted within retention.payloads
+		// (PrunePayloads deletes older ones).
 		`INSERT INTO outbox_order (sink, ordering_key, touched_at)
 		 SELECT sink, ordering_key, max(created_at) FROM outbox
 		 WHERE created_at >= (SELECT max(created_at) FROM outbox) - interval '` + payloadDays + ` days' GROUP BY 1, 2
 		 ON CONFLICT (sink, ordering_key) DO UPDATE SET touched_at = excluded.touched_at`,
+		// The effect-key locks of the payments, as the claim functions take
+		// them, within retention.payloads too.
+		`INSERT INTO outbox_effect_lock (effect_key, touched_at)
+		 SELECT effect_key, max(created_at) FROM outbox
+		 WHERE kind = 'payment.posted'
+		   AND created_at >= (SELECT max(created_at) FROM outbox) - interval '` + payloadDays + ` days' GROUP BY 1
+		 ON CONFLICT (effect_key) DO UPDATE SET touched_at = excluded.touched_at`,
 		`DELETE FROM outbox_dead_count`,
 		`INSERT INTO outbox_dead_count (sink, n) SELECT sink, count(*) FROM outbox WHERE status = 'dead' GROUP BY sink`,
 		`ALTER TABLE outbox ENABLE TRIGGER USER`,

@@ -195,6 +195,10 @@ func TestAStaleSnapshotIsServedWhileItIsRead(t *testing.T) {
 	if err := get(ctx); err != nil {
 		t.Fatalf("a stale snapshot was not served while its refresh was held: %v", err)
 	}
+	// The refresh runs in the background: it reaches the store soon after.
+	for deadline := time.Now().Add(5 * time.Second); st.reads.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if n := st.reads.Load(); n != 1 {
 		t.Errorf("%d refreshes started, want 1", n)
 	}

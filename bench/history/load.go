@@ -49,7 +49,8 @@ var loadOps = func() []string {
 	for _, p := range pages {
 		ops = append(ops, fmt.Sprintf("console %s, p95 of %d clients", p.name, clients))
 	}
-	return append(ops, fmt.Sprintf("ingest, 1 set, %d console clients", clients), "ingest, 1 set, while pruning")
+	return append(ops, fmt.Sprintf("ingest, 1 set, %d console clients", clients), "ingest, 1 set, while pruning",
+		"commit to POST, p99", fmt.Sprintf("commit to POST, p99, %d console clients", clients))
 }()
 
 var loadRates = []string{"relay, deliveries/s", fmt.Sprintf("relay, deliveries/s, %d console clients", clients)}
@@ -80,8 +81,14 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 
 	// The relay and its receiver.
 	var arrived atomic.Int64
+	posted := make(chan time.Time, 1024)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
 		arrived.Add(1)
+		select {
+		case posted <- at:
+		default:
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer rcv.Close()
@@ -118,7 +125,13 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 		<-done
 		return rate, nil
 	}
+	commitToPost := func() (time.Duration, error) {
+		return l.commitToPost(ctx, snk, posted)
+	}
 	if m.rates[loadRates[0]], err = relay(); err != nil {
+		return err
+	}
+	if m.ops["commit to POST, p99"], err = commitToPost(); err != nil {
 		return err
 	}
 
@@ -223,6 +236,9 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 			ts = append(ts, d)
 		}
 		m.ops[fmt.Sprintf("ingest, 1 set, %d console clients", clients)] = median(ts)
+		if m.ops[fmt.Sprintf("commit to POST, p99, %d console clients", clients)], err = commitToPost(); err != nil {
+			return err
+		}
 		// The first three rounds of every viewer are in.
 		for {
 			mu.Lock()
@@ -251,6 +267,48 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 	}
 
 	return nil
+}
+
+// commitToPost runs a relay as `run` does (woken by the store's
+// notifications where it has them) and ingests one payment at a time,
+// each once the last was posted, and returns the 99th percentile of the
+// time from an ingest's return (its commit) to the receiver's reading of
+// its POST (the receiver sends each POST's arrival on posted).
+func (l *loader) commitToPost(ctx context.Context, snk outbox.Deliverer, posted <-chan time.Time) (time.Duration, error) {
+	const samples = 200
+	l.routes = routes
+	defer func() { l.routes = nil }()
+	rctx, cancel := context.WithCancel(ctx)
+	r := outbox.NewRelay(outbox.RelayConfig{Workers: 8, Batch: 32}, l.st, map[string]outbox.Deliverer{"bench": snk},
+		zap.NewNop(), metrics.New(prometheus.NewRegistry()))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.Run(rctx) }()
+	if ln, ok := l.st.(interface {
+		Listen(context.Context, func(), func(error, time.Duration)) error
+	}); ok {
+		wg.Add(1)
+		go func() { defer wg.Done(); ln.Listen(rctx, r.Wake, func(error, time.Duration) {}) }()
+	}
+	defer func() { cancel(); wg.Wait() }()
+	for len(posted) > 0 {
+		<-posted
+	}
+	ts := make([]time.Duration, 0, samples)
+	for range samples {
+		if _, err := l.ingest(1); err != nil {
+			return 0, err
+		}
+		committed := time.Now()
+		select {
+		case at := <-posted:
+			ts = append(ts, max(0, at.Sub(committed)))
+		case <-time.After(time.Minute):
+			return 0, errors.New("commit to POST: a payment was not posted in a minute")
+		}
+	}
+	slices.Sort(ts)
+	return ts[len(ts)*99/100], nil
 }
 
 // measurePruneLoad times ingest of one set, again and again, while one

@@ -43,6 +43,8 @@ type Store struct {
 	// lockAtBegin: a transaction takes the write lock when it begins
 	// (_txlock immediate or exclusive; see ingestion.rowContext).
 	lockAtBegin bool
+	// wakes are the relays listening on this database (Listen).
+	wakes *notifier
 }
 
 var _ store.Store = (*Store)(nil)
@@ -171,7 +173,8 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	side.SetMaxOpenConns(1)
 	txlock := strings.ToLower(q.Get("_txlock"))
-	s := &Store{db: db, side: side, lockAtBegin: txlock == "immediate" || txlock == "exclusive"}
+	s := &Store{db: db, side: side, lockAtBegin: txlock == "immediate" || txlock == "exclusive",
+		wakes: notifierFor(path)}
 	s.ctl.Reserve = s.reserveControlNumbers
 	return s, nil
 }
@@ -743,6 +746,7 @@ func (in *ingestion) Commit(ctx context.Context, status inbox.FileStatus, lastEr
 		return nil, fmt.Errorf("ingest: commit: %w", err)
 	}
 	in.tx = nil
+	in.s.wakes.notify()
 	return &in.result, nil
 }
 
@@ -904,8 +908,8 @@ func (s *Store) DisableSink(ctx context.Context, sink, reason, by string, now, s
 	return true, nil
 }
 
-// EnableSink implements outbox.SinkStates: one write transaction. SQLite
-// has no notifications: relays find the rows at their next idle claim.
+// EnableSink implements outbox.SinkStates: one write transaction, which
+// wakes this process's listening relays when it commits.
 func (s *Store) EnableSink(ctx context.Context, sink string, now time.Time) (bool, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -927,6 +931,7 @@ func (s *Store) EnableSink(ctx context.Context, sink string, now time.Time) (boo
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("enable sink: %w", err)
 	}
+	s.wakes.notify()
 	return true, nil
 }
 

@@ -188,6 +188,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"RunRepeatingItsOwnKeys":              testRunRepeatingItsOwnKeys,
 		"AckNumbersWhileWriting":              testAckNumbersWhileWriting,
 		"AckNumberWhileAReservationWaits":     testAckNumberWhileAReservationWaits,
+		"IngestWakesListeners":                testIngestWakesListeners,
 	}
 }
 

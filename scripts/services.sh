@@ -44,6 +44,14 @@ pgbouncer_bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
 # Patroni's validator checks the HA example (deploy/ha); never started.
 command -v patroni >/dev/null || { log "installing patroni"; apt_install patroni; }
 export EDIWATCH_PATRONI="$(command -v patroni)"
+# pg_auto_failover (its pg_autoctl and the extension for the server
+# above): the HA example (deploy/ha/pg_auto_failover.sh) is created and
+# failed over for real by TestAutoFailoverQuorum.
+if ! command -v pg_autoctl >/dev/null || [ ! -e "$pg_bin/../lib/pgautofailover.so" ]; then
+	log "installing pg_auto_failover"
+	apt_install pg-auto-failover-cli "postgresql-$(basename "$(dirname "$pg_bin")")-auto-failover"
+fi
+export EDIWATCH_TEST_PG_AUTOCTL="$(command -v pg_autoctl)"
 # gpg and gpgconf make the OpenPGP keys and messages of the decrypt tests.
 command -v gpg >/dev/null && command -v gpgconf >/dev/null || { log "installing gnupg"; apt_install gnupg; }
 # systemd-analyze lints the shipped unit (deploy/systemd); the package is

@@ -35,6 +35,11 @@ func PostgresURL(t testing.TB) string { return need(t, "EDIWATCH_TEST_POSTGRES")
 // database name passed to the server's database of that name.
 func PgBouncer(t testing.TB) string { return need(t, "EDIWATCH_TEST_PGBOUNCER") }
 
+// PgAutoctl returns the path of pg_auto_failover's pg_autoctl, whose
+// PostgreSQL extension is installed for PostgresBin's server, for a test
+// that creates a formation (pgtest.NewFormation).
+func PgAutoctl(t testing.TB) string { return need(t, "EDIWATCH_TEST_PG_AUTOCTL") }
+
 // PostgresBin returns the directory of the PostgreSQL server's programs
 // (initdb, pg_ctl, pg_basebackup), for a test that builds a cluster of
 // its own.

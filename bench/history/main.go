@@ -286,7 +286,7 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 	pruned := 0
 	ops := map[string]func() error{
 		opNames[0]: func() error { _, err := st.Stats(ctx, now); return err },
-		opNames[1]: func() error { _, err := st.ReconcileFacts(ctx, day, now.Add(-time.Hour)); return err },
+		opNames[1]: func() error { _, err := st.ReconcileFacts(ctx, day, now.Add(-time.Hour), nil); return err },
 		opNames[2]: func() error { _, err := st.LastFileTimes(ctx); return err },
 		opNames[3]: func() error { _, err := st.Activity(ctx, day); return err },
 		opNames[4]: func() error { _, err := st.AttemptStats(ctx, now.Add(-time.Hour)); return err },

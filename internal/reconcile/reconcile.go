@@ -80,94 +80,22 @@ type payload struct {
 }
 
 // Run reconciles since a time; rows undelivered for longer than stuckAfter
-// are stuck.
+// are stuck. The store streams the window's payments by business key
+// (store.PaymentFact), so Run holds one key's rows at a time and the
+// payers' totals, whatever the window's length.
 func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter time.Duration, now time.Time) (*Report, error) {
-	f, err := r.ReconcileFacts(ctx, since, now.Add(-stuckAfter))
+	m := &matcher{payers: map[string]*Payer{}}
+	f, err := r.ReconcileFacts(ctx, since, now.Add(-stuckAfter), m.add)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	m.flush()
 	rep := &Report{Since: since, Files: f.Files, Dead: f.Dead, Stuck: f.Stuck}
 	for _, c := range f.Conflicts {
 		rep.Conflicts = append(rep.Conflicts, Conflict{Kind: c.Kind, Key: c.Key, Source: c.Source, Path: c.Path,
 			CorrelationID: c.CorrelationID, OriginalCorrelationID: c.OriginalCorrelationID, At: c.At})
 	}
-	payers := map[string]*Payer{}
-	payer := func(id string) *Payer {
-		if payers[id] == nil {
-			payers[id] = &Payer{PayerID: id}
-		}
-		return payers[id]
-	}
-	// A regenerated document is parsed twice but is one payment: count
-	// each business key once.
-	parsed := map[string]summary{}
-	for _, p := range f.Parsed {
-		var s summary
-		if err := json.Unmarshal(p.Summary, &s); err != nil || s.PayerID == "" {
-			continue
-		}
-		key := "payment:" + s.PayerID + ":" + s.TraceNumber
-		if _, seen := parsed[key]; seen {
-			continue
-		}
-		parsed[key] = s
-		py := payer(s.PayerID)
-		py.Parsed++
-		py.ParsedAmount = py.ParsedAmount.Add(s.Amount)
-		if !s.Balanced {
-			py.Unbalanced++
-		}
-	}
-	// A payment routed to several sinks has a row at each, all under its
-	// effect key: it is enqueued once, and delivered when it is delivered
-	// at every sink that has a row of it (at a sink with two rows, kept
-	// by migration 0014, by either; dead and stuck rows are counted of
-	// every sink).
-	type effect struct {
-		payload payload
-		sinks   map[string]bool // delivered there
-	}
-	enqueued := map[string]*effect{}
-	var order []string
-	for _, e := range f.Enqueued {
-		ef := enqueued[e.EffectKey]
-		if ef == nil {
-			var amount x12.Money // a payload without one counts as zero, as it did
-			if e.Amount != "" {
-				var err error
-				if amount, err = x12.ParseMoney(e.Amount); err != nil {
-					continue
-				}
-			}
-			ef = &effect{payload: payload{PayerID: e.PayerID, Amount: amount}, sinks: map[string]bool{}}
-			enqueued[e.EffectKey] = ef
-			order = append(order, e.EffectKey)
-		}
-		ef.sinks[e.Sink] = ef.sinks[e.Sink] || e.Status == outbox.StatusDelivered
-	}
-	for _, key := range order {
-		ef := enqueued[key]
-		py := payer(ef.payload.PayerID)
-		py.Enqueued++
-		py.EnqueuedAmount = py.EnqueuedAmount.Add(ef.payload.Amount)
-		delivered := true
-		for _, at := range ef.sinks {
-			delivered = delivered && at
-		}
-		if delivered {
-			py.Delivered++
-			py.DeliveredAmount = py.DeliveredAmount.Add(ef.payload.Amount)
-		}
-		if _, ok := parsed[key]; !ok {
-			py.UnknownEffects = append(py.UnknownEffects, key)
-		}
-	}
-	for key, s := range parsed {
-		if enqueued[key] == nil {
-			payer(s.PayerID).MissingEffects = append(payer(s.PayerID).MissingEffects, key)
-		}
-	}
-	for _, p := range payers {
+	for _, p := range m.payers {
 		sort.Strings(p.MissingEffects)
 		sort.Strings(p.UnknownEffects)
 		rep.Payers = append(rep.Payers, p)
@@ -188,6 +116,96 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 	sort.Strings(rep.Reasons)
 	rep.Divergent = len(rep.Reasons) > 0
 	return rep, nil
+}
+
+// matcher matches, key by key, the payments parsed with those enqueued
+// and delivered, and totals them per payer.
+type matcher struct {
+	payers map[string]*Payer
+	// The key being read: its first readable summary (a regenerated
+	// document is parsed twice but is one payment: each business key
+	// counts once) and its effect.
+	key    string
+	parsed *summary
+	effect *effect
+}
+
+// effect is a payment's outbox rows: one per sink of its route, all under
+// its effect key. It is enqueued once, and delivered when it is delivered
+// at every sink that has a row of it (at a sink with two rows, kept by
+// migration 0014, by either; dead and stuck rows are counted of every
+// sink).
+type effect struct {
+	payload payload
+	sinks   map[string]bool // delivered there
+}
+
+func (m *matcher) payer(id string) *Payer {
+	if m.payers[id] == nil {
+		m.payers[id] = &Payer{PayerID: id}
+	}
+	return m.payers[id]
+}
+
+// add reads one fact; a new key first totals the last.
+func (m *matcher) add(pf store.PaymentFact) error {
+	if pf.Key != m.key {
+		m.flush()
+		m.key = pf.Key
+	}
+	if p := pf.Parsed; p != nil && m.parsed == nil {
+		var s summary
+		if err := json.Unmarshal(p.Summary, &s); err == nil && s.PayerID != "" &&
+			"payment:"+s.PayerID+":"+s.TraceNumber == pf.Key {
+			m.parsed = &s
+		}
+	}
+	if e := pf.Enqueued; e != nil {
+		if m.effect == nil {
+			var amount x12.Money // a payload without one counts as zero, as it did
+			if e.Amount != "" {
+				var err error
+				if amount, err = x12.ParseMoney(e.Amount); err != nil {
+					return nil // an unreadable row; the key's next may be read
+				}
+			}
+			m.effect = &effect{payload: payload{PayerID: e.PayerID, Amount: amount}, sinks: map[string]bool{}}
+		}
+		m.effect.sinks[e.Sink] = m.effect.sinks[e.Sink] || e.Status == outbox.StatusDelivered
+	}
+	return nil
+}
+
+// flush totals the key read.
+func (m *matcher) flush() {
+	if s := m.parsed; s != nil {
+		py := m.payer(s.PayerID)
+		py.Parsed++
+		py.ParsedAmount = py.ParsedAmount.Add(s.Amount)
+		if !s.Balanced {
+			py.Unbalanced++
+		}
+		if m.effect == nil {
+			py.MissingEffects = append(py.MissingEffects, m.key)
+		}
+	}
+	if ef := m.effect; ef != nil {
+		py := m.payer(ef.payload.PayerID)
+		py.Enqueued++
+		py.EnqueuedAmount = py.EnqueuedAmount.Add(ef.payload.Amount)
+		delivered := true
+		for _, at := range ef.sinks {
+			delivered = delivered && at
+		}
+		if delivered {
+			py.Delivered++
+			py.DeliveredAmount = py.DeliveredAmount.Add(ef.payload.Amount)
+		}
+		if m.parsed == nil {
+			py.UnknownEffects = append(py.UnknownEffects, m.key)
+		}
+	}
+	m.key, m.parsed, m.effect = "", nil, nil
 }
 
 // Print writes the report as tables.

@@ -55,9 +55,10 @@ type Leases interface {
 
 // Facts are the raw rows reconciliation compares, since a time.
 type Facts struct {
-	// Parsed holds the summaries of processed 835 sets (no patient data).
-	Parsed []ParsedPayment
-	// Enqueued holds the payment.posted outbox rows.
+	// Parsed holds the summaries of processed 835 sets (no patient data)
+	// and Enqueued the payment.posted outbox rows, when ReconcileFacts
+	// collects them (CollectFacts).
+	Parsed   []ParsedPayment
 	Enqueued []EnqueuedPayment
 	// Files counts ledger rows per source, day (UTC) and status.
 	Files []FileDay
@@ -83,7 +84,8 @@ type ConflictSighting struct {
 	At                    time.Time
 }
 
-// ParsedPayment is an inbox row's 835 summary.
+// ParsedPayment is an inbox row's 835 summary; Key is the row's inbox
+// key.
 type ParsedPayment struct {
 	Key     string
 	Summary json.RawMessage
@@ -113,7 +115,42 @@ type FileDay struct {
 
 // Reconciler reads what reconciliation compares.
 type Reconciler interface {
-	ReconcileFacts(ctx context.Context, since, stuckBefore time.Time) (Facts, error)
+	// ReconcileFacts reads what reconciliation compares since a time.
+	// With each set, it streams the payments to each, grouped by
+	// business key (PaymentFact), and leaves Facts.Parsed and Enqueued
+	// empty: however long the window, reconciliation holds one key's rows
+	// at a time and the store sorts the rest. With each nil it collects
+	// them into Facts.
+	ReconcileFacts(ctx context.Context, since, stuckBefore time.Time, each func(PaymentFact) error) (Facts, error)
+}
+
+// PaymentFact is one row of the payments ReconcileFacts streams: a
+// processed 835 set's summary (Parsed) or a payment.posted outbox row
+// (Enqueued), under its business key Key ("payment:{payer}:{trace}": a
+// summary's payer_id and trace_number, a row's effect key less its
+// "@SINK:" prefix). Every fact of a key comes before the next key's
+// (keys in byte order), a key's summaries first, each kind oldest first.
+type PaymentFact struct {
+	Key      string
+	Parsed   *ParsedPayment
+	Enqueued *EnqueuedPayment
+}
+
+// CollectFacts returns each, or when it is nil a function that appends
+// every fact to f.Parsed and f.Enqueued: ReconcileFacts's two modes.
+func CollectFacts(f *Facts, each func(PaymentFact) error) func(PaymentFact) error {
+	if each != nil {
+		return each
+	}
+	return func(pf PaymentFact) error {
+		if pf.Parsed != nil {
+			f.Parsed = append(f.Parsed, *pf.Parsed)
+		}
+		if pf.Enqueued != nil {
+			f.Enqueued = append(f.Enqueued, *pf.Enqueued)
+		}
+		return nil
+	}
 }
 
 // Counts are row counts for tests, metrics and reconciliation.

@@ -1786,29 +1786,26 @@ func (s *Store) MarkPostDone(ctx context.Context, source, path string, _ time.Ti
 }
 
 // ReconcileFacts implements store.Reconciler.
-func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time) (store.Facts, error) {
+func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time,
+	each func(store.PaymentFact) error) (store.Facts, error) {
 	var f store.Facts
-	rows, err := s.pool.Query(ctx, `SELECT key, summary FROM inbox
-		WHERE set_type = '835' AND status = 'processed' AND created_at >= $1 AND summary IS NOT NULL`, since)
+	rows, err := s.pool.Query(ctx, reconcilePaymentsSQL, since)
 	if err != nil {
 		return f, err
 	}
-	f.Parsed, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.ParsedPayment, error) {
-		var p store.ParsedPayment
-		var sum []byte
-		err := r.Scan(&p.Key, &sum)
-		p.Summary = sum
-		return p, err
-	})
-	if err != nil {
-		return f, err
+	each = store.CollectFacts(&f, each)
+	for rows.Next() {
+		pf, err := scanPaymentFact(rows)
+		if err == nil {
+			err = each(pf)
+		}
+		if err != nil {
+			rows.Close()
+			return f, err
+		}
 	}
-	rows, err = s.pool.Query(ctx, reconcileEnqueuedSQL, since)
-	if err != nil {
-		return f, err
-	}
-	f.Enqueued, err = store.CollectRows(rows, rows.Close, scanEnqueued)
-	if err != nil {
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return f, err
 	}
 	rows, err = s.pool.Query(ctx, `SELECT source, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), status, count(*)
@@ -1833,38 +1830,54 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	return f, err
 }
 
-// reconcileEnqueuedSQL reads the payment rows since $1 with the payer
-// and amount of the set that enqueued each (joined on the inbox's unique
-// key index, migration 0021), and
-// a row's payload only where that set has none: a day's reconciliation
-// reads no payload.
-const reconcileEnqueuedSQL = `SELECT CASE WHEN left(o.effect_key, length(o.sink) + 2) = '@' || o.sink || ':'
-		THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END, o.sink, o.status,
+// reconcilePaymentsSQL reads, since $1, the summaries of processed 835
+// sets and the payment rows, the latter with the payer and amount of the
+// set that enqueued each (joined on the inbox's unique key index,
+// migration 0021) and a row's payload only where that set has none (a
+// day's reconciliation reads no payload), in store.PaymentFact's order:
+// sorted by the database (spilling to disk past work_mem), so that
+// reconciliation of a quarter holds one key's rows at a time.
+const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload FROM (
+	SELECT 'payment:' || (summary->>'payer_id') || ':' || coalesce(summary->>'trace_number', '') AS k, 0 AS src,
+		key AS inbox_key, summary, NULL AS sink, NULL AS status, NULL AS payer, NULL AS amount, NULL::bytea AS payload,
+		created_at AS t, 0::bigint AS id
+	FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= $1 AND summary->>'payer_id' <> ''
+	UNION ALL
+	SELECT CASE WHEN left(o.effect_key, length(o.sink) + 2) = '@' || o.sink || ':'
+		THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END, 1, NULL, NULL, o.sink, o.status,
 		i.summary->>'payer_id', i.summary->>'amount',
 		CASE WHEN i.summary->>'payer_id' IS NULL OR i.summary->>'amount' IS NULL THEN ` +
-	`coalesce(o.payload_packed, convert_to(o.payload_json::text, 'UTF8')) END
+	`coalesce(o.payload_packed, convert_to(o.payload_json::text, 'UTF8')) END, o.created_at, o.id
 	FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
-	WHERE o.kind = 'payment.posted' AND o.created_at >= $1`
+	WHERE o.kind = 'payment.posted' AND o.created_at >= $1) f
+	ORDER BY k COLLATE "C", src, t, id`
 
-// scanEnqueued scans a row of reconcileEnqueuedSQL.
-func scanEnqueued(r store.Rows) (store.EnqueuedPayment, error) {
-	var e store.EnqueuedPayment
-	var payer, amount *string
-	var payload []byte
-	if err := r.Scan(&e.EffectKey, &e.Sink, &e.Status, &payer, &amount, &payload); err != nil {
-		return e, err
+// scanPaymentFact scans a row of reconcilePaymentsSQL.
+func scanPaymentFact(r store.Rows) (store.PaymentFact, error) {
+	var pf store.PaymentFact
+	var src int
+	var inboxKey, sink, status, payer, amount *string
+	var summary, payload []byte
+	if err := r.Scan(&pf.Key, &src, &inboxKey, &summary, &sink, &status, &payer, &amount, &payload); err != nil {
+		return pf, err
 	}
+	if src == 0 {
+		pf.Parsed = &store.ParsedPayment{Key: *inboxKey, Summary: summary}
+		return pf, nil
+	}
+	e := &store.EnqueuedPayment{EffectKey: pf.Key, Sink: *sink, Status: *status}
+	pf.Enqueued = e
 	if payload != nil {
 		var err error
 		e.PayerID, e.Amount, err = store.PaymentTotals(payload)
-		return e, err
+		return pf, err
 	}
 	// A row has a payload (outbox_payload_set): with none read, its set's
 	// summary gave both.
 	if payer != nil && amount != nil {
 		e.PayerID, e.Amount = *payer, *amount
 	}
-	return e, nil
+	return pf, nil
 }
 
 // conflictsSince returns the key and effect conflicts recorded since.

@@ -1502,53 +1502,27 @@ func (s *Store) MarkPostDone(ctx context.Context, source, path string, _ time.Ti
 }
 
 // ReconcileFacts implements store.Reconciler.
-func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time) (store.Facts, error) {
+func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time,
+	each func(store.PaymentFact) error) (store.Facts, error) {
 	var f store.Facts
-	rows, err := s.db.QueryContext(ctx, `SELECT key, summary FROM inbox
-		WHERE set_type = '835' AND status = 'processed' AND created_at >= ? AND summary IS NOT NULL`, us(since))
+	rows, err := s.db.QueryContext(ctx, reconcilePaymentsSQL, us(since), us(since))
 	if err != nil {
 		return f, err
 	}
 	closeRows := func() { rows.Close() }
-	f.Parsed, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.ParsedPayment, error) {
-		var p store.ParsedPayment
-		var sum string
-		err := r.Scan(&p.Key, &sum)
-		p.Summary = json.RawMessage(sum)
-		return p, err
-	})
-	if err != nil {
-		return f, err
-	}
-	// The payer and amount of the set that enqueued each row, and a row's
-	// payload only where that set has none: a day's reconciliation reads
-	// no payload.
-	rows, err = s.db.QueryContext(ctx, `SELECT CASE WHEN substr(o.effect_key, 1, length(o.sink) + 2) = '@' || o.sink || ':'
-		THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END, o.sink, o.status,
-		json_extract(i.summary, '$.payer_id'), json_extract(i.summary, '$.amount'),
-		CASE WHEN json_extract(i.summary, '$.payer_id') IS NULL OR json_extract(i.summary, '$.amount') IS NULL
-			THEN o.stored_payload END
-		FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
-		WHERE o.kind = 'payment.posted' AND o.created_at >= ?`, us(since))
-	if err != nil {
-		return f, err
-	}
-	f.Enqueued, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.EnqueuedPayment, error) {
-		var e store.EnqueuedPayment
-		var payer, amount sql.NullString
-		var payload []byte
-		if err := r.Scan(&e.EffectKey, &e.Sink, &e.Status, &payer, &amount, &payload); err != nil {
-			return e, err
+	each = store.CollectFacts(&f, each)
+	for rows.Next() {
+		pf, err := scanPaymentFact(rows)
+		if err == nil {
+			err = each(pf)
 		}
-		if payload != nil {
-			var err error
-			e.PayerID, e.Amount, err = store.PaymentTotals(payload)
-			return e, err
+		if err != nil {
+			rows.Close()
+			return f, err
 		}
-		e.PayerID, e.Amount = payer.String, amount.String
-		return e, nil
-	})
-	if err != nil {
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return f, err
 	}
 	rows, err = s.db.QueryContext(ctx, `SELECT source, strftime('%Y-%m-%d', created_at / 1000000, 'unixepoch'), status, count(*)
@@ -1571,6 +1545,53 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	}
 	f.Conflicts, err = s.conflictsSince(ctx, since)
 	return f, err
+}
+
+// reconcilePaymentsSQL reads, since the two arguments (the same time),
+// the summaries of processed 835 sets and the payment rows, the latter
+// with the payer and amount of the set that enqueued each and a row's
+// payload only where that set has none (a day's reconciliation reads no
+// payload), in store.PaymentFact's order: sorted by SQLite (in its
+// temporary files past its cache), so that reconciliation of a quarter
+// holds one key's rows at a time.
+const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload FROM (
+	SELECT 'payment:' || json_extract(summary, '$.payer_id') || ':' || coalesce(json_extract(summary, '$.trace_number'), '')
+			AS k, 0 AS src, key AS inbox_key, summary, NULL AS sink, NULL AS status, NULL AS payer, NULL AS amount,
+		NULL AS payload, created_at AS t, 0 AS id
+	FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= ? AND summary IS NOT NULL
+		AND json_extract(summary, '$.payer_id') <> ''
+	UNION ALL
+	SELECT CASE WHEN substr(o.effect_key, 1, length(o.sink) + 2) = '@' || o.sink || ':'
+		THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END, 1, NULL, NULL, o.sink, o.status,
+		json_extract(i.summary, '$.payer_id'), json_extract(i.summary, '$.amount'),
+		CASE WHEN json_extract(i.summary, '$.payer_id') IS NULL OR json_extract(i.summary, '$.amount') IS NULL
+			THEN o.stored_payload END, o.created_at, o.id
+	FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
+	WHERE o.kind = 'payment.posted' AND o.created_at >= ?)
+	ORDER BY k, src, t, id`
+
+// scanPaymentFact scans a row of reconcilePaymentsSQL.
+func scanPaymentFact(r store.Rows) (store.PaymentFact, error) {
+	var pf store.PaymentFact
+	var src int
+	var inboxKey, summary, sink, status, payer, amount sql.NullString
+	var payload []byte
+	if err := r.Scan(&pf.Key, &src, &inboxKey, &summary, &sink, &status, &payer, &amount, &payload); err != nil {
+		return pf, err
+	}
+	if src == 0 {
+		pf.Parsed = &store.ParsedPayment{Key: inboxKey.String, Summary: json.RawMessage(summary.String)}
+		return pf, nil
+	}
+	e := &store.EnqueuedPayment{EffectKey: pf.Key, Sink: sink.String, Status: status.String}
+	pf.Enqueued = e
+	if payload != nil {
+		var err error
+		e.PayerID, e.Amount, err = store.PaymentTotals(payload)
+		return pf, err
+	}
+	e.PayerID, e.Amount = payer.String, amount.String
+	return pf, nil
 }
 
 // conflictsSince returns the key and effect conflicts recorded since.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/history"
 	"github.com/ediwatch/ediwatch/internal/store/postgres"
@@ -65,6 +66,10 @@ type measured struct {
 	// peak RSS under its console viewers.
 	rates   map[string]float64
 	peakRSS int64
+	// quarter is one reconciliation of the last 92 days (the console's
+	// longest window), quarterRSS this process's peak RSS during it.
+	quarter    time.Duration
+	quarterRSS int64
 	// tables holds each table's size in bytes: heap with TOAST, and
 	// indexes.
 	tables []tableSize
@@ -137,6 +142,12 @@ func run(ctx context.Context, driver, dsn, sizes string, days, runs int) error {
 				return fmt.Sprintf("%.2f×", float64(r.peakRSS)/float64(max(1, results[0].peakRSS)))
 			})
 	}
+	row("reconcile 92 days (once), s", func(r measured) string { return fmt.Sprintf("%.1f", r.quarter.Seconds()) },
+		func(r measured) string { return fmt.Sprintf("%.2f×", float64(r.quarter)/float64(max(1, results[0].quarter))) })
+	row("peak RSS during it, MB", func(r measured) string { return fmt.Sprintf("%.0f", float64(r.quarterRSS)/(1<<20)) },
+		func(r measured) string {
+			return fmt.Sprintf("%.2f×", float64(r.quarterRSS)/float64(max(1, results[0].quarterRSS)))
+		})
 	row("build, files/s", func(r measured) string { return fmt.Sprintf("%.0f", float64(r.files)/r.build.Seconds()) },
 		func(measured) string { return "" })
 	row("database, MB", func(r measured) string { return fmt.Sprintf("%.0f", float64(r.size)/(1<<20)) },
@@ -156,7 +167,7 @@ func run(ctx context.Context, driver, dsn, sizes string, days, runs int) error {
 	return err
 }
 
-var opNames = []string{"Stats (gauges, overview, /sinks)", "ReconcileFacts 24h", "LastFileTimes", "Activity 24h",
+var opNames = []string{"Stats (gauges, overview, /sinks)", "reconcile 24h", "LastFileTimes", "Activity 24h",
 	"AttemptStats 1h", "ListFiles", "ListFiles rejected", "ListDeadBrief", "CountDead", "FileDetail", "Claim",
 	"Prune one day"}
 
@@ -286,7 +297,7 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 	pruned := 0
 	ops := map[string]func() error{
 		opNames[0]: func() error { _, err := st.Stats(ctx, now); return err },
-		opNames[1]: func() error { _, err := st.ReconcileFacts(ctx, day, now.Add(-time.Hour), nil); return err },
+		opNames[1]: func() error { _, err := reconcile.Run(ctx, st, day, time.Hour, now); return err },
 		opNames[2]: func() error { _, err := st.LastFileTimes(ctx); return err },
 		opNames[3]: func() error { _, err := st.Activity(ctx, day); return err },
 		opNames[4]: func() error { _, err := st.AttemptStats(ctx, now.Add(-time.Hour)); return err },
@@ -309,7 +320,16 @@ func measure(ctx context.Context, driver, dsn string, files, days, runs int) (me
 		},
 	}
 	for _, name := range opNames {
-		// The load phase before the prune, which deletes history.
+		// The quarter and the load phase before the prune, which deletes
+		// history.
+		if name == opNames[11] {
+			resetPeakRSS()
+			t0 := time.Now()
+			if _, err := reconcile.Run(ctx, st, now.Add(-92*24*time.Hour), time.Hour, now); err != nil {
+				return m, fmt.Errorf("reconcile 92 days: %w", err)
+			}
+			m.quarter, m.quarterRSS = time.Since(t0), peakRSS()
+		}
 		if name == opNames[11] && load {
 			if err := measureLoad(ctx, st, view, files, days, runs, &m); err != nil {
 				return m, err

@@ -1555,16 +1555,16 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 // temporary files past its cache), so that reconciliation of a quarter
 // holds one key's rows at a time.
 const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload FROM (
-	SELECT 'payment:' || json_extract(summary, '$.payer_id') || ':' || coalesce(json_extract(summary, '$.trace_number'), '')
-			AS k, 0 AS src, key AS inbox_key, summary, NULL AS sink, NULL AS status, NULL AS payer, NULL AS amount,
-		NULL AS payload, created_at AS t, 0 AS id
-	FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= ? AND summary IS NOT NULL
-		AND json_extract(summary, '$.payer_id') <> ''
+	SELECT 'payment:' || p || ':' || coalesce(tr, '') AS k, 0 AS src, key AS inbox_key, summary, NULL AS sink,
+		NULL AS status, NULL AS payer, NULL AS amount, NULL AS payload, created_at AS t, 0 AS id
+	FROM (SELECT key, summary, created_at, summary ->> '$.payer_id' AS p, summary ->> '$.trace_number' AS tr
+		FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= ? AND summary IS NOT NULL)
+	WHERE p <> ''
 	UNION ALL
 	SELECT CASE WHEN substr(o.effect_key, 1, length(o.sink) + 2) = '@' || o.sink || ':'
 		THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END, 1, NULL, NULL, o.sink, o.status,
-		json_extract(i.summary, '$.payer_id'), json_extract(i.summary, '$.amount'),
-		CASE WHEN json_extract(i.summary, '$.payer_id') IS NULL OR json_extract(i.summary, '$.amount') IS NULL
+		i.summary ->> '$.payer_id', i.summary ->> '$.amount',
+		CASE WHEN i.summary ->> '$.payer_id' IS NULL OR i.summary ->> '$.amount' IS NULL
 			THEN o.stored_payload END, o.created_at, o.id
 	FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
 	WHERE o.kind = 'payment.posted' AND o.created_at >= ?)

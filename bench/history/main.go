@@ -143,7 +143,9 @@ func run(ctx context.Context, driver, dsn, sizes string, days, runs int) error {
 			})
 	}
 	row("reconcile 92 days (once), s", func(r measured) string { return fmt.Sprintf("%.1f", r.quarter.Seconds()) },
-		func(r measured) string { return fmt.Sprintf("%.2f×", float64(r.quarter)/float64(max(1, results[0].quarter))) })
+		func(r measured) string {
+			return fmt.Sprintf("%.2f×", float64(r.quarter)/float64(max(1, results[0].quarter)))
+		})
 	row("peak RSS during it, MB", func(r measured) string { return fmt.Sprintf("%.0f", float64(r.quarterRSS)/(1<<20)) },
 		func(r measured) string {
 			return fmt.Sprintf("%.2f×", float64(r.quarterRSS)/float64(max(1, results[0].quarterRSS)))

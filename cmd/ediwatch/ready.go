@@ -75,11 +75,13 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // errStoreReadOnly is /readyz's answer for a store that takes no writes.
-var errStoreReadOnly = errors.New("store is read-only (a standby, or default_transaction_read_only): nothing can be committed")
+var errStoreReadOnly = errors.New("store is read-only (a PostgreSQL standby or default_transaction_read_only, " +
+	"or a SQLite database opened read-only): nothing can be committed")
 
 // storePing is /readyz's check of the store: it answers, and it takes
-// writes. A DSN that reaches only a standby (with migrate: false, so
-// start-up wrote nothing) answers every read and would fail every commit.
+// writes. A DSN that reaches only a standby, or a SQLite database opened
+// read-only (with migrate: false, so start-up wrote nothing), answers
+// every read and would fail every commit.
 func storePing(st store.Store) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if _, err := st.FileStates(ctx, "readyz", nil); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ediwatch/ediwatch/internal/config"
+	"github.com/ediwatch/ediwatch/internal/store"
+	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/testenv"
 )
 
@@ -98,5 +101,46 @@ func TestReadyzRefusesAReadOnlyStore(t *testing.T) {
 	}
 	if code, body := ready(standbyDSN); code != http.StatusServiceUnavailable || !strings.Contains(body, "read-only") {
 		t.Errorf("a DSN that reaches only a standby: %d %q, want 503 naming read-only", code, body)
+	}
+}
+
+// TestReadyzRefusesAReadOnlySQLiteStore: a SQLite database opened
+// read-only answers every read and can commit nothing: /readyz says so
+// at once. A writable one is ready, also while another writer holds the
+// write lock for longer than the check waits.
+func TestReadyzRefusesAReadOnlySQLiteStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ediwatch.db")
+	open := func(dsn string, migrate bool) store.Store {
+		t.Helper()
+		c := config.Default().Store
+		c.Driver, c.DSN, c.Migrate = "sqlite", dsn, migrate
+		st, err := openStore(ctx, c, migrate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Close)
+		return st
+	}
+	ready := func(st store.Store) (int, string) {
+		t.Helper()
+		return readyzStatus(t, &readiness{now: time.Now, ping: storePing(st)})
+	}
+	rw := open(path, true)
+	if code, body := ready(rw); code != http.StatusOK {
+		t.Fatalf("the database: %d %q", code, body)
+	}
+	if code, body := ready(open("file:"+path+"?mode=ro", false)); code != http.StatusServiceUnavailable ||
+		!strings.Contains(body, "read-only") {
+		t.Errorf("opened read-only: %d %q, want 503 naming read-only", code, body)
+	}
+	other := open(path, false).(*sqlite.Store)
+	tx, err := other.DB().BeginTx(ctx, nil) // _txlock=immediate: the write lock, held
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if code, body := ready(rw); code != http.StatusOK {
+		t.Errorf("while another writer holds the lock: %d %q", code, body)
 	}
 }

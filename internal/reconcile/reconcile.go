@@ -147,8 +147,13 @@ func (m *matcher) payer(id string) *Payer {
 	return m.payers[id]
 }
 
-// add reads one fact; a new key first totals the last.
+// add reads one fact; a new key first totals the last. Facts out of
+// key order (byte order, as both drivers sort) are an error: they would
+// be counted twice.
 func (m *matcher) add(pf store.PaymentFact) error {
+	if m.key != "" && pf.Key < m.key {
+		return fmt.Errorf("payment facts out of key order: %q after %q", pf.Key, m.key)
+	}
 	if pf.Key != m.key {
 		m.flush()
 		m.key = pf.Key
@@ -162,7 +167,7 @@ func (m *matcher) add(pf store.PaymentFact) error {
 	}
 	if e := pf.Enqueued; e != nil {
 		if m.effect == nil {
-			var amount x12.Money // a payload without one counts as zero, as it did
+			var amount x12.Money // a payload without one counts as zero
 			if e.Amount != "" {
 				var err error
 				if amount, err = x12.ParseMoney(e.Amount); err != nil {

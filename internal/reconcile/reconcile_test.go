@@ -10,6 +10,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/x12"
@@ -118,5 +119,57 @@ func TestReconcileCountsAPaymentOnTwoSinksOnce(t *testing.T) {
 			(delivered && !p.DeliveredAmount.Equal(p.ParsedAmount)) {
 			t.Errorf("delivered at %q and before: payer counts %d delivered (%s)", sink, p.Delivered, p.DeliveredAmount)
 		}
+	}
+}
+
+// outOfOrder streams the facts of one key on either side of another's.
+type outOfOrder struct{}
+
+func (outOfOrder) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time,
+	each func(store.PaymentFact) error) (store.Facts, error) {
+	for _, key := range []string{"payment:1:B", "payment:1:A", "payment:1:B"} {
+		e := &store.EnqueuedPayment{EffectKey: key, Sink: "ledger", Status: "delivered", PayerID: "1", Amount: "1.00"}
+		if err := each(store.PaymentFact{Key: key, Enqueued: e}); err != nil {
+			return store.Facts{}, err
+		}
+	}
+	return store.Facts{}, nil
+}
+
+// TestRunRefusesFactsOutOfKeyOrder: the matching holds one key at a
+// time, so a store that streams a key's facts apart would have them
+// counted twice; reconciliation fails instead.
+func TestRunRefusesFactsOutOfKeyOrder(t *testing.T) {
+	now := time.Now()
+	if rep, err := Run(context.Background(), outOfOrder{}, now.Add(-time.Hour), time.Hour, now); err == nil ||
+		!strings.Contains(err.Error(), "out of key order") {
+		t.Fatalf("facts out of order: %+v, %v", rep, err)
+	}
+}
+
+// TestMalformedSummaryIsSkipped: a processed 835 whose stored summary is
+// not JSON is left out of the totals, as any summary that names no
+// payer; the rest of the window is reconciled.
+func TestMalformedSummaryIsSkipped(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	st.Migrate(ctx)
+	if _, err := storetest.Ingest(t, st, "a.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().Exec(`UPDATE inbox SET summary = 'not json' WHERE set_type = '835'`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 12, 30, 0, 0, time.UTC)
+	rep, err := Run(ctx, st, now.Add(-24*time.Hour), time.Hour, now)
+	if err != nil {
+		t.Fatalf("a malformed summary failed the reconciliation: %v", err)
+	}
+	if len(rep.Payers) != 1 || rep.Payers[0].Parsed != 0 || rep.Payers[0].Enqueued != 1 {
+		t.Errorf("payers %+v", rep.Payers)
 	}
 }

@@ -55,9 +55,9 @@ type Leases interface {
 
 // Facts are the raw rows reconciliation compares, since a time.
 type Facts struct {
-	// Parsed holds the summaries of processed 835 sets (no patient data)
-	// and Enqueued the payment.posted outbox rows, when ReconcileFacts
-	// collects them (CollectFacts).
+	// Parsed holds the summaries of processed 835 sets that name a payer
+	// (no patient data) and Enqueued the payment.posted outbox rows, when
+	// ReconcileFacts collects them (CollectFacts).
 	Parsed   []ParsedPayment
 	Enqueued []EnqueuedPayment
 	// Files counts ledger rows per source, day (UTC) and status.

@@ -11,7 +11,7 @@ import (
 // or a sink enabled again. SQLite has no notifications of its own, and
 // none between processes: a relay of another process on the same file
 // (or a row written by `ediwatch ingest`) is found at its next idle
-// claim, as before.
+// claim.
 type notifier struct {
 	mu   sync.Mutex
 	subs map[chan struct{}]struct{}

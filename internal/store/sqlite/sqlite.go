@@ -1557,17 +1557,20 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload FROM (
 	SELECT 'payment:' || p || ':' || coalesce(tr, '') AS k, 0 AS src, key AS inbox_key, summary, NULL AS sink,
 		NULL AS status, NULL AS payer, NULL AS amount, NULL AS payload, created_at AS t, 0 AS id
-	FROM (SELECT key, summary, created_at, summary ->> '$.payer_id' AS p, summary ->> '$.trace_number' AS tr
+	FROM (SELECT key, summary, created_at, CASE WHEN json_valid(summary) THEN summary ->> '$.payer_id' END AS p,
+			CASE WHEN json_valid(summary) THEN summary ->> '$.trace_number' END AS tr
 		FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= ? AND summary IS NOT NULL)
 	WHERE p <> ''
 	UNION ALL
-	SELECT CASE WHEN substr(o.effect_key, 1, length(o.sink) + 2) = '@' || o.sink || ':'
-		THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END, 1, NULL, NULL, o.sink, o.status,
-		i.summary ->> '$.payer_id', i.summary ->> '$.amount',
-		CASE WHEN i.summary ->> '$.payer_id' IS NULL OR i.summary ->> '$.amount' IS NULL
-			THEN o.stored_payload END, o.created_at, o.id
-	FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
-	WHERE o.kind = 'payment.posted' AND o.created_at >= ?)
+	SELECT k, 1, NULL, NULL, sink, status, payer, amount,
+		CASE WHEN payer IS NULL OR amount IS NULL THEN stored_payload END, created_at, id
+	FROM (SELECT CASE WHEN substr(o.effect_key, 1, length(o.sink) + 2) = '@' || o.sink || ':'
+			THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END AS k, o.sink, o.status,
+			CASE WHEN json_valid(i.summary) THEN i.summary ->> '$.payer_id' END AS payer,
+			CASE WHEN json_valid(i.summary) THEN i.summary ->> '$.amount' END AS amount,
+			o.stored_payload, o.created_at, o.id
+		FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
+		WHERE o.kind = 'payment.posted' AND o.created_at >= ?))
 	ORDER BY k, src, t, id`
 
 // scanPaymentFact scans a row of reconcilePaymentsSQL.

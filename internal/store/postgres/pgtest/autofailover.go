@@ -21,9 +21,9 @@ import (
 // Formation is a pg_auto_failover formation on loopback, created by the
 // project's own example (deploy/ha/pg_auto_failover.sh): a monitor and
 // three PostgreSQL nodes, each node kept running by its `pg_autoctl run`
-// in a process group of its own, so that Crash takes a node down as a
-// lost host would (its keeper and its server at once). Stopped and
-// removed when the test ends.
+// in a process group of its own, so that Crash and Freeze take a node's
+// keeper and server down at once. Stopped and removed when the test
+// ends.
 type Formation struct {
 	t          testing.TB
 	dir        string
@@ -49,6 +49,9 @@ func NewFormation(t testing.TB, script string) *Formation {
 	t.Helper()
 	autoctl := testenv.PgAutoctl(t)
 	bin := testenv.PostgresBin(t)
+	// A formation left running by a test binary that timed out (its
+	// cleanup never ran) would hold ports and processor time.
+	killMatching(filepath.Join(os.TempDir(), "ediwatch-formation-"))
 	dir, err := os.MkdirTemp("", "ediwatch-formation-")
 	if err != nil {
 		t.Fatal(err)
@@ -80,13 +83,13 @@ func NewFormation(t testing.TB, script string) *Formation {
 	})
 	monitorPort := freePort(t)
 	f.monitorURI = fmt.Sprintf("postgres://autoctl_node@127.0.0.1:%d/pg_auto_failover?sslmode=disable", monitorPort)
-	f.create("monitor", monitorPort, "monitor")
+	f.create("monitor", monitorPort, "monitor", "--listen", "127.0.0.1")
 	f.start("monitor")
 	for i := 1; i <= 3; i++ {
 		n := FormationNode{Name: fmt.Sprintf("node%d", i), Port: freePort(t)}
 		f.Nodes = append(f.Nodes, n)
 		// One at a time: the first is the primary, the others clone it.
-		f.create(n.Name, n.Port, "node", n.Name)
+		f.create(n.Name, n.Port, "node", n.Name, "--listen", "127.0.0.1")
 		f.start(n.Name)
 		f.WaitHealthy(i, 3*time.Minute)
 	}
@@ -127,19 +130,82 @@ func (f *Formation) start(name string) {
 }
 
 // Crash kills the node name's keeper and server at once (SIGKILL to its
-// process group), as a host lost would.
+// process group and to its server's backends, each in a session of its
+// own; a stopped one too), as a host that fails and closes its
+// connections would, and removes their pid files, as its reboot would.
 func (f *Formation) Crash(name string) {
 	cmd := f.run[name]
 	if cmd == nil {
 		return
 	}
+	backends := f.backends(name)
 	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	for _, pid := range backends {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
 	cmd.Wait()
 	delete(f.run, name)
-	// A server whose keeper died first is in the group too; one left by
-	// a keeper's fork outside it is stopped from its pid file.
+	// Anything of the node outside the group (none expected).
+	killMatching(filepath.Join(f.dir, name))
+	os.Remove(filepath.Join(f.dir, name, "postmaster.pid"))
+	os.RemoveAll(filepath.Join(f.dir, "run", "pg_autoctl", f.dir, name))
+}
+
+// Freeze stops the node name's keeper, server and backends (SIGSTOP)
+// with their connections open, as a host that vanishes leaves them: its
+// standby's WAL sender on the primary shows it streaming until
+// wal_sender_timeout. Crash ends it.
+func (f *Formation) Freeze(name string) {
+	cmd := f.run[name]
+	if cmd == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGSTOP)
+	for _, pid := range f.backends(name) {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+}
+
+// backends returns the pids of the node name's server's children (its
+// backends, WAL receiver and sender, background workers): PostgreSQL
+// puts each in a session of its own, out of the keeper's process group.
+func (f *Formation) backends(name string) []int {
+	var postmaster int
 	if b, err := os.ReadFile(filepath.Join(f.dir, name, "postmaster.pid")); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0])); err == nil {
+		postmaster, _ = strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	}
+	if postmaster == 0 {
+		return nil
+	}
+	var pids []int
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so from its end.
+		rest := string(b[strings.LastIndexByte(string(b), ')')+1:])
+		fields := strings.Fields(rest)
+		if len(fields) > 1 && fields[1] == strconv.Itoa(postmaster) {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// killMatching SIGKILLs every process whose command line names a path
+// under prefix (a formation's directory, or a node's).
+func killMatching(prefix string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), prefix) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil && pid != os.Getpid() {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
@@ -148,6 +214,7 @@ func (f *Formation) Crash(name string) {
 // WaitUnhealthy waits until the monitor has found the node name down.
 func (f *Formation) WaitUnhealthy(name string, within time.Duration) {
 	f.t.Helper()
+	within = f.within(within)
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		if states, err := f.States(); err == nil && strings.HasSuffix(states[name], " (unhealthy)") {
@@ -236,10 +303,22 @@ func (f *Formation) Primary() string {
 	return ""
 }
 
+// within caps d so that a wait that fails still leaves the test's
+// cleanup time to stop the formation before the test binary's deadline.
+func (f *Formation) within(d time.Duration) time.Duration {
+	if deadline, ok := f.t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if at, set := deadline.Deadline(); set {
+			return max(time.Second, min(d, time.Until(at)-time.Minute))
+		}
+	}
+	return d
+}
+
 // WaitHealthy waits until the monitor reports n nodes: one primary and
 // the rest secondaries (one node alone: "single").
 func (f *Formation) WaitHealthy(n int, within time.Duration) {
 	f.t.Helper()
+	within = f.within(within)
 	deadline := time.Now().Add(within)
 	var states map[string]string
 	for time.Now().Before(deadline) {

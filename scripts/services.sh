@@ -51,7 +51,8 @@ if ! command -v pg_autoctl >/dev/null || [ ! -e "$pg_bin/../lib/pgautofailover.s
 	log "installing pg_auto_failover"
 	apt_install pg-auto-failover-cli "postgresql-$(basename "$(dirname "$pg_bin")")-auto-failover"
 fi
-export EDIWATCH_TEST_PG_AUTOCTL="$(command -v pg_autoctl)"
+pg_autoctl=$(command -v pg_autoctl) || { log "pg_autoctl is missing after its install"; exit 1; }
+export EDIWATCH_TEST_PG_AUTOCTL="$pg_autoctl"
 # gpg and gpgconf make the OpenPGP keys and messages of the decrypt tests.
 command -v gpg >/dev/null && command -v gpgconf >/dev/null || { log "installing gnupg"; apt_install gnupg; }
 # systemd-analyze lints the shipped unit (deploy/systemd); the package is

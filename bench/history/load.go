@@ -81,12 +81,12 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 
 	// The relay and its receiver.
 	var arrived atomic.Int64
-	posted := make(chan time.Time, 1024)
+	posted := make(chan post, 1024)
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
 		arrived.Add(1)
 		select {
-		case posted <- at:
+		case posted <- post{r.Header.Get("Idempotency-Key"), at}:
 		default:
 		}
 		w.WriteHeader(http.StatusNoContent)
@@ -269,12 +269,20 @@ func measureLoad(ctx context.Context, st, view store.Store, files, days, runs in
 	return nil
 }
 
+// post is a POST the load's receiver read: its Idempotency-Key (the
+// effect key) and when.
+type post struct {
+	key string
+	at  time.Time
+}
+
 // commitToPost runs a relay as `run` does (woken by the store's
 // notifications where it has them) and ingests one payment at a time,
 // each once the last was posted, and returns the 99th percentile of the
-// time from an ingest's return (its commit) to the receiver's reading of
-// its POST (the receiver sends each POST's arrival on posted).
-func (l *loader) commitToPost(ctx context.Context, snk outbox.Deliverer, posted <-chan time.Time) (time.Duration, error) {
+// time from an ingest's return (just after its commit) to the receiver's
+// reading of its POST, found by its trace number among the POSTs the
+// receiver sends on posted.
+func (l *loader) commitToPost(ctx context.Context, snk outbox.Deliverer, posted <-chan post) (time.Duration, error) {
 	const samples = 200
 	l.routes = routes
 	defer func() { l.routes = nil }()
@@ -300,11 +308,19 @@ func (l *loader) commitToPost(ctx context.Context, snk outbox.Deliverer, posted 
 			return 0, err
 		}
 		committed := time.Now()
-		select {
-		case at := <-posted:
-			ts = append(ts, max(0, at.Sub(committed)))
-		case <-time.After(time.Minute):
-			return 0, errors.New("commit to POST: a payment was not posted in a minute")
+		trace := ":L" + strconv.Itoa(l.control) + "-" // the payment's effect key holds its trace
+		timeout := time.After(time.Minute)
+	wait:
+		for {
+			select {
+			case p := <-posted:
+				if strings.Contains(p.key, trace) {
+					ts = append(ts, max(0, p.at.Sub(committed)))
+					break wait
+				}
+			case <-timeout:
+				return 0, errors.New("commit to POST: a payment was not posted in a minute")
+			}
 		}
 	}
 	slices.Sort(ts)

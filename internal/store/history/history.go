@@ -196,13 +196,17 @@ var (
 				ELSE 'ack999:x12:P:ZZ:PAYER' || p || ':ZZ:RIVERSIDE:' || lpad(g::text, 9, '0') || ':PAYER' || p ||
 					':RIVERSIDE:' || g || ':' || left(md5(g::text), 16) END AS ek) s,
 		LATERAL (SELECT st = 'delivered' AND t < $3::timestamptz - interval '` + payloadDays + ` days' AS pruned) q`
+	// pgAttempt writes the attempts of the batch's outbox rows: those
+	// after every row with attempts so far (ids grow batch by batch), a
+	// range of the primary key; a list of the batch's correlation ids
+	// was planned, at some sizes, as a scan of the whole outbox.
 	pgAttempt = `INSERT INTO outbox_attempt (outbox_id, seq, attempt, at, latency_us, http_status, class, error, response_size,
 		response)
 	 SELECT o.id, a, a, o.updated_at, 4000, CASE o.status WHEN 'dead' THEN 500 ELSE 200 END, o.status, '', 0, ''
 	 FROM outbox o, LATERAL generate_series(1, CASE WHEN o.status = 'dead' THEN 25
 		WHEN o.status = 'pending' OR o.payload_pruned THEN 0 ELSE 1 END) a
-	 WHERE o.correlation_id = ANY(ARRAY(SELECT 'c' || lpad(g::text, 19, '0') FROM generate_series($4::int, $5::int) g))
-	   AND $1::int > 0 AND $2::interval IS NOT NULL AND $3::timestamptz IS NOT NULL`
+	 WHERE o.id > (SELECT coalesce(max(outbox_id), 0) FROM outbox_attempt)
+	   AND $1::int > 0 AND $2::interval IS NOT NULL AND $3::timestamptz IS NOT NULL AND $4::int <= $5::int`
 	pgSighting = `INSERT INTO sighting (kind, key, content_hash, source, path, file_sha256, correlation_id,
 		original_correlation_id, created_at)
 	 SELECT CASE WHEN g % 300 = 0 THEN 'conflict' ELSE 'duplicate' END, ` + pgKey + `, ` + pgContentHash + `,

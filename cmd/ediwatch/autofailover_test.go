@@ -86,30 +86,7 @@ func TestAutoFailoverQuorum(t *testing.T) {
 	if err := os.Chmod(drop, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(t.TempDir(), "ediwatch.yaml")
-	err = os.WriteFile(cfg, []byte(fmt.Sprintf(`store: {driver: postgres, dsn: %q, wait_for_standbys: auto}
-sources:
-  - name: payer
-    type: sftp
-    address: %q
-    user: %q
-    private_key_file: %q
-    known_hosts_file: %q
-    directories: [%q]
-    include: ["*.835"]
-    poll_interval: 300ms
-    stable_for: 0s
-    after: delete
-sinks:
-  ledger: {url: %q, timeout: 5s, breaker: {cooldown: 1s}}
-  acks: {url: %[7]q, timeout: 5s, breaker: {cooldown: 1s}}
-routes: {payment.posted: ledger, claim.received: ledger, ack.999: acks, ack.ta1: acks}
-relay: {backoff: {base: 100ms, max: 500ms}}
-http: {listen: "127.0.0.1:0"}
-`, f.DSN(), sshd.Addr, sshd.User, sshd.KeyFile, sshd.KnownHosts, drop, srv.URL)), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := dropDaemonConfig(t, sshd, drop, f.DSN(), "auto", "", srv.URL)
 	daemon, logs := startDaemon(t, cfg)
 	defer func() {
 		daemon.Process.Signal(syscall.SIGTERM)

@@ -88,29 +88,8 @@ func runFailover(t *testing.T, wait string, rounds int) failoverVerdict {
 	}
 	defer os.RemoveAll(drop)
 	os.Chmod(drop, 0o777)
-	cfg := filepath.Join(t.TempDir(), "ediwatch.yaml")
 	journalPath := filepath.Join(t.TempDir(), "journal")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`poller: {journal: %q}
-store: {driver: postgres, dsn: %q, wait_for_standbys: %q}
-sources:
-  - name: payer
-    type: sftp
-    address: %q
-    user: %q
-    private_key_file: %q
-    known_hosts_file: %q
-    directories: [%q]
-    include: ["*.835"]
-    poll_interval: 300ms
-    stable_for: 0s
-    after: delete
-sinks:
-  ledger: {url: %q, timeout: 5s, breaker: {cooldown: 1s}}
-  acks: {url: %[9]q, timeout: 5s, breaker: {cooldown: 1s}}
-routes: {payment.posted: ledger, claim.received: ledger, ack.999: acks, ack.ta1: acks}
-relay: {backoff: {base: 100ms, max: 500ms}}
-http: {listen: "127.0.0.1:0"}
-`, journalPath, c.DSN(), wait, sshd.Addr, sshd.User, sshd.KeyFile, sshd.KnownHosts, drop, srv.URL)), 0o600)
+	cfg := dropDaemonConfig(t, sshd, drop, c.DSN(), wait, journalPath, srv.URL)
 	daemon, logs := startDaemon(t, cfg)
 	defer func() {
 		daemon.Process.Signal(syscall.SIGTERM)
@@ -234,6 +213,42 @@ http: {listen: "127.0.0.1:0"}
 		"unknown to the store", wait, rounds, v.expected, v.delivered, v.lost, v.doubled, v.stuck, v.toCommit,
 		v.journalChecked, v.journalUnknown)
 	return v
+}
+
+// dropDaemonConfig writes the configuration of a daemon that reads drop,
+// a directory of the OpenSSH server sshd, with after: delete into the
+// PostgreSQL store at dsn (store.wait_for_standbys wait; poller.journal
+// at journal unless "") and delivers to receiver; it returns its path.
+func dropDaemonConfig(t *testing.T, sshd testenv.SSHD, drop, dsn, wait, journal, receiver string) string {
+	t.Helper()
+	poller := ""
+	if journal != "" {
+		poller = fmt.Sprintf("poller: {journal: %q}\n", journal)
+	}
+	cfg := filepath.Join(t.TempDir(), "ediwatch.yaml")
+	if err := os.WriteFile(cfg, []byte(poller+fmt.Sprintf(`store: {driver: postgres, dsn: %q, wait_for_standbys: %q}
+sources:
+  - name: payer
+    type: sftp
+    address: %q
+    user: %q
+    private_key_file: %q
+    known_hosts_file: %q
+    directories: [%q]
+    include: ["*.835"]
+    poll_interval: 300ms
+    stable_for: 0s
+    after: delete
+sinks:
+  ledger: {url: %q, timeout: 5s, breaker: {cooldown: 1s}}
+  acks: {url: %[8]q, timeout: 5s, breaker: {cooldown: 1s}}
+routes: {payment.posted: ledger, claim.received: ledger, ack.999: acks, ack.ta1: acks}
+relay: {backoff: {base: 100ms, max: 500ms}}
+http: {listen: "127.0.0.1:0"}
+`, dsn, wait, sshd.Addr, sshd.User, sshd.KeyFile, sshd.KnownHosts, drop, receiver)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 func failoverRounds() int {

@@ -286,6 +286,22 @@ func CollectRows[T any](rows Rows, closeRows func(), scan func(Rows) (T, error))
 	return out, rows.Err()
 }
 
+// StreamRows scans every row of rows and hands it to each, then closes
+// them: CollectRows for a result too large to hold.
+func StreamRows[T any](rows Rows, closeRows func(), scan func(Rows) (T, error), each func(T) error) error {
+	defer closeRows()
+	for rows.Next() {
+		v, err := scan(rows)
+		if err == nil {
+			err = each(v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // DeleteInBatches runs each statement of deletes through exec until it
 // deletes fewer than batch rows, and returns how many rows they deleted
 // in all. exec runs one statement with the batch size as its limit and

@@ -1793,19 +1793,7 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 	if err != nil {
 		return f, err
 	}
-	each = store.CollectFacts(&f, each)
-	for rows.Next() {
-		pf, err := scanPaymentFact(rows)
-		if err == nil {
-			err = each(pf)
-		}
-		if err != nil {
-			rows.Close()
-			return f, err
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := store.StreamRows(rows, rows.Close, scanPaymentFact, store.CollectFacts(&f, each)); err != nil {
 		return f, err
 	}
 	rows, err = s.pool.Query(ctx, `SELECT source, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), status, count(*)

@@ -1510,19 +1510,7 @@ func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time
 		return f, err
 	}
 	closeRows := func() { rows.Close() }
-	each = store.CollectFacts(&f, each)
-	for rows.Next() {
-		pf, err := scanPaymentFact(rows)
-		if err == nil {
-			err = each(pf)
-		}
-		if err != nil {
-			rows.Close()
-			return f, err
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := store.StreamRows(rows, closeRows, scanPaymentFact, store.CollectFacts(&f, each)); err != nil {
 		return f, err
 	}
 	rows, err = s.db.QueryContext(ctx, `SELECT source, strftime('%Y-%m-%d', created_at / 1000000, 'unixepoch'), status, count(*)

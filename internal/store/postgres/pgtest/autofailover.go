@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -52,24 +51,8 @@ func NewFormation(t testing.TB, script string) *Formation {
 	// A formation left running by a test binary that timed out (its
 	// cleanup never ran) would hold ports and processor time.
 	killMatching(filepath.Join(os.TempDir(), "ediwatch-formation-"))
-	dir, err := os.MkdirTemp("", "ediwatch-formation-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pgUser, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatalf("the postgres user: %v", err)
-	}
-	uid, _ := strconv.Atoi(pgUser.Uid)
-	gid, _ := strconv.Atoi(pgUser.Gid)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatalf("a formation's directory for the postgres user (the tests run as root): %v", err)
-	}
-	f := &Formation{t: t, dir: dir, script: script, cred: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)},
-		run: map[string]*exec.Cmd{}}
+	dir, cred := postgresDir(t, "ediwatch-formation-")
+	f := &Formation{t: t, dir: dir, script: script, cred: cred, run: map[string]*exec.Cmd{}}
 	// pg_autoctl keeps its state and pid files under the XDG directories.
 	f.env = []string{"HOME=" + dir, "PATH=" + bin + ":" + filepath.Dir(autoctl) + ":/usr/bin:/bin",
 		"PG_CONFIG=" + filepath.Join(bin, "pg_config"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),

@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 
 	"github.com/ediwatch/ediwatch/internal/testenv"
@@ -35,10 +36,7 @@ type node struct {
 func NewCluster(t testing.TB) *Cluster {
 	t.Helper()
 	bin := testenv.PostgresBin(t)
-	dir, err := os.MkdirTemp("", "ediwatch-cluster-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := postgresDir(t, "ediwatch-cluster-")
 	c := &Cluster{t: t, bin: bin, dir: dir, nodes: [2]node{{"node1", freePort(t)}, {"node2", freePort(t)}}}
 	t.Cleanup(func() {
 		for _, n := range c.nodes {
@@ -46,18 +44,6 @@ func NewCluster(t testing.TB) *Cluster {
 		}
 		os.RemoveAll(dir)
 	})
-	pgUser, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatalf("the postgres user: %v", err)
-	}
-	uid, _ := strconv.Atoi(pgUser.Uid)
-	gid, _ := strconv.Atoi(pgUser.Gid)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatalf("a cluster's directory for the postgres user (the tests run as root): %v", err)
-	}
 	c.must("initdb", "-D", c.data(c.nodes[0].name), "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8")
 	c.start(c.nodes[0])
 	c.addStandby(c.nodes[1])
@@ -134,6 +120,30 @@ func (c *Cluster) must(prog string, args ...string) {
 	if out, err := c.pg(prog, args...); err != nil {
 		c.t.Fatalf("%s: %v\n%s", prog, err, out)
 	}
+}
+
+// postgresDir makes a temporary directory (its name starting prefix)
+// that the postgres user owns, for servers that run as that user (the
+// tests run as root), and returns it with that user's credentials.
+func postgresDir(t testing.TB, prefix string) (string, *syscall.Credential) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgUser, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("the postgres user: %v", err)
+	}
+	uid, _ := strconv.Atoi(pgUser.Uid)
+	gid, _ := strconv.Atoi(pgUser.Gid)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatalf("a directory for the postgres user (the tests run as root): %v", err)
+	}
+	return dir, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 }
 
 func freePort(t testing.TB) int {

@@ -102,8 +102,9 @@ func openConsoleStore(ctx context.Context, c config.Store, st store.Store) (cons
 	return console, console.Close, nil
 }
 
-// standbyWait is how long a file's delete or move waits for the standbys
-// to hold its commit before the file is left for the next poll.
+// standbyWait is how long a poll, its ingests done, waits for the
+// standbys to hold their commits before its files are left for the next
+// poll.
 const standbyWait = time.Second
 
 // standbysWait returns the wait of post-processing for the standbys that

@@ -40,6 +40,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -112,8 +113,8 @@ type Config struct {
 	// (store.wait_for_standbys: flushed by its standbys). A file's delete
 	// or move, which cannot be undone, runs only after it has: a file whose
 	// ingest a failover would roll back stays in the drop, recorded, and
-	// is post-processed by a later poll once the standbys hold it.
-	// Ingest never waits for it.
+	// is post-processed by a later poll once the standbys hold it. A poll
+	// calls it once, after its ingests: ingest never waits for it.
 	WaitForStandbys func(ctx context.Context) error
 	// Journal, when set, records every file before it is deleted or
 	// moved (poller.journal); a file whose line cannot be written stays.
@@ -755,7 +756,17 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		todo = todo[:p.cfg.MaxFilesPerPoll]
 	}
 	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
+	// Where the standbys must hold a file's commit before it goes, its
+	// delete or move waits for the poll's ingests to end: the poll then
+	// waits for the standbys once for all its files (postDeferred), and
+	// no ingest waits for them.
+	var later *deferred
+	gctx := ctx
+	if p.cfg.WaitForStandbys != nil {
+		later = &deferred{}
+		gctx = context.WithValue(ctx, deferredKey{}, later)
+	}
+	g, gctx := errgroup.WithContext(gctx)
 	g.SetLimit(p.cfg.Downloads)
 	for _, c := range todo {
 		g.Go(func() error {
@@ -774,7 +785,61 @@ func (p *Poller) pollLeased(ctx context.Context, dir string, fence inbox.Fence) 
 		})
 	}
 	g.Wait()
+	st.PostProcessed += p.postDeferred(ctx, later)
 	return st, ctx.Err()
+}
+
+// deferred holds the deletes and moves of a poll's files left until its
+// ingests end (postProcess, when it may not run before the standbys hold
+// the commit).
+type deferred struct {
+	mu    sync.Mutex
+	steps []func(context.Context) bool
+}
+
+func (d *deferred) add(step func(context.Context) bool) {
+	d.mu.Lock()
+	d.steps = append(d.steps, step)
+	d.mu.Unlock()
+}
+
+// deferredKey carries a poll's *deferred in its files' contexts;
+// heldKey marks the context of a deferred step, run once the standbys
+// were found to hold every commit so far.
+type (
+	deferredKey struct{}
+	heldKey     struct{}
+)
+
+// postDeferred waits once for the standbys to hold every commit so far
+// and then runs the deferred steps, as many at once as the poll's
+// downloads; it returns how many post-processed their file. While the
+// standbys do not hold them, every deferred file stays for a later poll,
+// counted as waiting.
+func (p *Poller) postDeferred(ctx context.Context, d *deferred) int {
+	if d == nil || len(d.steps) == 0 || ctx.Err() != nil {
+		return 0
+	}
+	if !p.standbysHold(ctx, p.log) {
+		p.mu.Lock()
+		p.waiting += len(d.steps) - 1 // standbysHold counted one
+		p.mu.Unlock()
+		return 0
+	}
+	held := context.WithValue(ctx, heldKey{}, true)
+	var done atomic.Int64
+	g := new(errgroup.Group)
+	g.SetLimit(p.cfg.Downloads)
+	for _, step := range d.steps {
+		g.Go(func() error {
+			if step(held) {
+				done.Add(1)
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	return int(done.Load())
 }
 
 // ledgerPath is the path the store knows the file at p by: p itself when
@@ -1343,6 +1408,10 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence in
 			return false
 		}
 	}
+	if d, ok := ctx.Value(deferredKey{}).(*deferred); ok && ctx.Value(heldKey{}) == nil {
+		d.add(func(ctx context.Context) bool { return p.postProcess(ctx, c, e, fence) })
+		return false
+	}
 	if !p.standbysHold(ctx, log) {
 		return false
 	}
@@ -1395,7 +1464,7 @@ func (p *Poller) postProcess(ctx context.Context, c candidate, e Entry, fence in
 // do not, the file is counted as waiting and left for a later poll; the
 // rest of this poll's files are then left without asking again.
 func (p *Poller) standbysHold(ctx context.Context, log *zap.Logger) bool {
-	if p.cfg.WaitForStandbys == nil {
+	if p.cfg.WaitForStandbys == nil || ctx.Value(heldKey{}) != nil {
 		return true
 	}
 	p.mu.Lock()

@@ -1,7 +1,10 @@
 package poller_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/ediwatch/ediwatch/internal/store/postgres/pgtest"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 	"github.com/ediwatch/ediwatch/internal/testenv"
+	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
 
 // TestDeleteWaitsForTheStandbys: on a PostgreSQL primary whose standby
@@ -83,5 +87,51 @@ func TestDeleteWaitsForTheStandbys(t *testing.T) {
 	}
 	if c := h.counts(t); c.Inbox["processed"] != 1 || c.Sightings["duplicate"] != 0 {
 		t.Errorf("counts %+v: the file was processed more than once", c)
+	}
+}
+
+// TestIngestNeverWaitsForTheStandbys: the wait for the standbys comes
+// once a poll, after every ingest of the poll has committed, so that no
+// ingest waits for it, one download at a time included; and the files
+// whose wait fails all stay, counted as waiting, for the next poll.
+func TestIngestNeverWaitsForTheStandbys(t *testing.T) {
+	dir := t.TempDir()
+	var h *harness
+	var asked []int // processed sets when each wait began
+	behind := true
+	h = newHarness(t, local.Source{}, []string{dir}, func(c *poller.Config) {
+		c.After, c.Downloads = "delete", 1
+		c.WaitForStandbys = func(ctx context.Context) error {
+			asked = append(asked, h.counts(t).Inbox["processed"])
+			if behind {
+				return errors.New("the standbys are behind")
+			}
+			return nil
+		}
+	})
+	for i := range 3 {
+		var b bytes.Buffer
+		if _, err := (x12gen.Remit{Control: 700 + i, Trace: fmt.Sprintf("W%d-", i)}).Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		put(t, dir, fmt.Sprintf("w%d.835", i), b.Bytes())
+	}
+	h.poll(t)
+	if s := h.poll(t); s.Ingested != 3 || s.PostProcessed != 0 {
+		t.Fatalf("with the standbys behind: %+v, want three files ingested and left", s)
+	}
+	if len(asked) != 1 || asked[0] != 3 {
+		t.Fatalf("the standbys were asked with %v sets processed, want once, after all 3", asked)
+	}
+	if n := testutil.ToFloat64(h.m.PostProcessWaiting.WithLabelValues("acme")); n != 3 {
+		t.Errorf("ediwatch_postprocess_waiting %v, want 3", n)
+	}
+	behind = false
+	h.p.SetClock(func() time.Time { return time.Now().Add(time.Hour) }) // past the pause after a failed wait
+	if s := h.poll(t); s.PostProcessed != 3 || s.Ingested != 0 {
+		t.Fatalf("the standbys caught up: %+v, want the three deleted", s)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "w*")); len(names) != 0 {
+		t.Errorf("left in the drop: %v", names)
 	}
 }

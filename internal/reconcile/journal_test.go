@@ -3,13 +3,11 @@ package reconcile
 import (
 	"bytes"
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/journal"
-	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 	"github.com/ediwatch/ediwatch/internal/store/storetest"
 )
 
@@ -21,12 +19,7 @@ import (
 // told and is counted apart.
 func TestJournalNamesRemovedFilesTheStoreLacks(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	st.Migrate(ctx)
+	st := newStore(t)
 	for _, f := range []string{"a.835", "b.835"} {
 		if _, err := storetest.Ingest(t, st, f, storetest.Fixture(t, "835_canonical.x12")); err != nil {
 			t.Fatal(err)

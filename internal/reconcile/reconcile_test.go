@@ -16,14 +16,24 @@ import (
 	"github.com/ediwatch/ediwatch/internal/x12"
 )
 
-func TestReconcile(t *testing.T) {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
+// newStore returns a migrated SQLite store of its own, closed when t
+// ends.
+func newStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "e.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	st.Migrate(ctx)
+	t.Cleanup(st.Close)
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestReconcile(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
 	for _, f := range []string{"835_canonical.x12", "835_regenerated.x12", "835_crlf.x12"} {
 		if _, err := storetest.Ingest(t, st, f, storetest.Fixture(t, f)); err != nil {
 			t.Fatal(err)
@@ -77,12 +87,7 @@ func TestReconcile(t *testing.T) {
 // both sinks.
 func TestReconcileCountsAPaymentOnTwoSinksOnce(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	st.Migrate(ctx)
+	st := newStore(t)
 	routes := map[string][]string{"payment.posted": {"ledger", "audit"}, "claim.received": {"ledger"},
 		"ack.999": {"acks"}, "ack.ta1": {"acks"}}
 	data := storetest.Fixture(t, "835_canonical.x12")
@@ -152,12 +157,7 @@ func TestRunRefusesFactsOutOfKeyOrder(t *testing.T) {
 // payer; the rest of the window is reconciled.
 func TestMalformedSummaryIsSkipped(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	st.Migrate(ctx)
+	st := newStore(t)
 	if _, err := storetest.Ingest(t, st, "a.835", storetest.Fixture(t, "835_canonical.x12")); err != nil {
 		t.Fatal(err)
 	}

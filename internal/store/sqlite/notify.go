@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -22,8 +24,14 @@ type notifier struct {
 // console's pool and delivers through its own.
 var notifiers sync.Map // path -> *notifier
 
+// notifierFor returns the notifier of the database at path (a DSN's
+// path, "file:" and all), one for every spelling of the same file.
 func notifierFor(path string) *notifier {
-	n, _ := notifiers.LoadOrStore(path, &notifier{subs: map[chan struct{}]struct{}{}})
+	name := strings.TrimPrefix(path, "file:")
+	if abs, err := filepath.Abs(name); err == nil && name != "" && !strings.Contains(name, ":memory:") {
+		name = abs
+	}
+	n, _ := notifiers.LoadOrStore(name, &notifier{subs: map[chan struct{}]struct{}{}})
 	return n.(*notifier)
 }
 

@@ -80,22 +80,25 @@ type payload struct {
 }
 
 // Run reconciles since a time; rows undelivered for longer than stuckAfter
-// are stuck. The store streams the window's payments by business key
-// (store.PaymentFact), so Run holds one key's rows at a time and the
-// payers' totals, whatever the window's length.
+// are stuck. The window's closed days are read from their rollups (Fold)
+// where they have one, the rest live: the store streams those payments by
+// business key (store.PaymentFact), so Run holds one key's rows at a
+// time and the payers' totals, whatever the window's length.
 func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter time.Duration, now time.Time) (*Report, error) {
-	m := &matcher{payers: map[string]*Payer{}}
-	f, err := r.ReconcileFacts(ctx, since, now.Add(-stuckAfter), m.add)
+	f, err := r.ReconcileCounts(ctx, since, now.Add(-stuckAfter))
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-	m.flush()
+	payers, err := payments(ctx, r, since, now)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
 	rep := &Report{Since: since, Files: f.Files, Dead: f.Dead, Stuck: f.Stuck}
 	for _, c := range f.Conflicts {
 		rep.Conflicts = append(rep.Conflicts, Conflict{Kind: c.Kind, Key: c.Key, Source: c.Source, Path: c.Path,
 			CorrelationID: c.CorrelationID, OriginalCorrelationID: c.OriginalCorrelationID, At: c.At})
 	}
-	for _, p := range m.payers {
+	for _, p := range payers {
 		sort.Strings(p.MissingEffects)
 		sort.Strings(p.UnknownEffects)
 		rep.Payers = append(rep.Payers, p)
@@ -118,16 +121,27 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 	return rep, nil
 }
 
-// matcher matches, key by key, the payments parsed with those enqueued
-// and delivered, and totals them per payer.
+// matcher matches, key by key, the payments parsed in a stretch of time
+// with those enqueued and delivered, and totals them per payer (a
+// stretch).
 type matcher struct {
-	payers map[string]*Payer
+	st *stretch
 	// The key being read: its first readable summary (a regenerated
 	// document is parsed twice but is one payment: each business key
 	// counts once) and its effect.
 	key    string
 	parsed *summary
 	effect *effect
+	// orphans are the keys parsed in the stretch with no payment row in
+	// it, counted once resolved: a key whose row came before the stretch
+	// is a regenerated document of a payment enqueued then, and counts
+	// there; any other is a missing effect.
+	orphans []orphan
+}
+
+type orphan struct {
+	key string
+	s   summary
 }
 
 // effect is a payment's outbox rows: one per sink of its route, all under
@@ -138,13 +152,6 @@ type matcher struct {
 type effect struct {
 	payload payload
 	sinks   map[string]bool // delivered there
-}
-
-func (m *matcher) payer(id string) *Payer {
-	if m.payers[id] == nil {
-		m.payers[id] = &Payer{PayerID: id}
-	}
-	return m.payers[id]
 }
 
 // add reads one fact; a new key first totals the last. Facts out of
@@ -167,12 +174,9 @@ func (m *matcher) add(pf store.PaymentFact) error {
 	}
 	if e := pf.Enqueued; e != nil {
 		if m.effect == nil {
-			var amount x12.Money // a payload without one counts as zero
-			if e.Amount != "" {
-				var err error
-				if amount, err = x12.ParseMoney(e.Amount); err != nil {
-					return nil // an unreadable row; the key's next may be read
-				}
+			amount, ok := enqueuedAmount(e)
+			if !ok {
+				return nil // an unreadable row; the key's next may be read
 			}
 			m.effect = &effect{payload: payload{PayerID: e.PayerID, Amount: amount}, sinks: map[string]bool{}}
 		}
@@ -181,34 +185,31 @@ func (m *matcher) add(pf store.PaymentFact) error {
 	return nil
 }
 
+// enqueuedAmount reads a payment row's amount: a payload without one
+// counts as zero, an unreadable one not at all.
+func enqueuedAmount(e *store.EnqueuedPayment) (x12.Money, bool) {
+	if e.Amount == "" {
+		return x12.Money{}, true
+	}
+	amount, err := x12.ParseMoney(e.Amount)
+	return amount, err == nil
+}
+
 // flush totals the key read.
 func (m *matcher) flush() {
 	if s := m.parsed; s != nil {
-		py := m.payer(s.PayerID)
-		py.Parsed++
-		py.ParsedAmount = py.ParsedAmount.Add(s.Amount)
-		if !s.Balanced {
-			py.Unbalanced++
-		}
 		if m.effect == nil {
-			py.MissingEffects = append(py.MissingEffects, m.key)
+			m.orphans = append(m.orphans, orphan{m.key, *s})
+		} else {
+			m.st.parsed(m.key, *s, false)
 		}
 	}
 	if ef := m.effect; ef != nil {
-		py := m.payer(ef.payload.PayerID)
-		py.Enqueued++
-		py.EnqueuedAmount = py.EnqueuedAmount.Add(ef.payload.Amount)
 		delivered := true
 		for _, at := range ef.sinks {
 			delivered = delivered && at
 		}
-		if delivered {
-			py.Delivered++
-			py.DeliveredAmount = py.DeliveredAmount.Add(ef.payload.Amount)
-		}
-		if m.parsed == nil {
-			py.UnknownEffects = append(py.UnknownEffects, m.key)
-		}
+		m.st.enqueued(m.key, ef.payload, delivered, m.parsed == nil)
 	}
 	m.key, m.parsed, m.effect = "", nil, nil
 }

@@ -115,13 +115,54 @@ type FileDay struct {
 
 // Reconciler reads what reconciliation compares.
 type Reconciler interface {
-	// ReconcileFacts reads what reconciliation compares since a time.
-	// With each set, it streams the payments to each, grouped by
-	// business key (PaymentFact), and leaves Facts.Parsed and Enqueued
-	// empty: however long the window, reconciliation holds one key's rows
-	// at a time and the store sorts the rest. With each nil it collects
-	// them into Facts.
+	// ReconcileFacts reads what reconciliation compares since a time:
+	// ReconcileCounts and the payments of PaymentFacts from since on.
+	// With each set, it streams the payments to each and leaves
+	// Facts.Parsed and Enqueued empty; with each nil it collects them
+	// into Facts.
 	ReconcileFacts(ctx context.Context, since, stuckBefore time.Time, each func(PaymentFact) error) (Facts, error)
+	// ReconcileCounts reads Facts less the payments: files per source,
+	// day and status, stuck and dead rows, conflicts since a time.
+	ReconcileCounts(ctx context.Context, since, stuckBefore time.Time) (Facts, error)
+	// PaymentFacts streams to each the payments parsed or enqueued in
+	// [from, to), grouped by business key (PaymentFact): however long
+	// the window, reconciliation holds one key's rows at a time and the
+	// store sorts the rest.
+	PaymentFacts(ctx context.Context, from, to time.Time, each func(PaymentFact) error) error
+	// PaymentsEnqueuedBefore returns which of the business keys have a
+	// payment.posted row created before a time (by its effect key: a row
+	// migration 0014 kept under an "@SINK:" key is not looked up).
+	PaymentsEnqueuedBefore(ctx context.Context, keys []string, before time.Time) (map[string]bool, error)
+	// UndeliveredPayments streams to each, as PaymentFacts streams
+	// enqueued payments but in no particular order, the payment.posted
+	// rows created in [from, to) that are not delivered at their sink
+	// (pending, in flight, dead or discarded): few, and read from a
+	// partial index of them.
+	UndeliveredPayments(ctx context.Context, from, to time.Time, each func(PaymentFact) error) error
+	// ReconcileDays returns the day rollups stored for the UTC days that
+	// start in [from, to) (two midnights), oldest first.
+	ReconcileDays(ctx context.Context, from, to time.Time) ([]ReconcileDay, error)
+	// PutReconcileDay stores a day's rollup, replacing the one stored.
+	PutReconcileDay(ctx context.Context, d ReconcileDay) error
+}
+
+// EndOfTime ends a window that has no end.
+var EndOfTime = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// DayStart returns the midnight UTC that starts t's day.
+func DayStart(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// ReconcileDay is the rollup of a UTC day's payments, folded once the day
+// has closed: its body is reconciliation's (package reconcile), opaque to
+// the store, and Version names its format, so a format a later release
+// changes is folded again.
+type ReconcileDay struct {
+	Day     time.Time // midnight UTC
+	Version int
+	Body    []byte
 }
 
 // PaymentFact is one row of the payments ReconcileFacts streams: a
@@ -252,7 +293,7 @@ type Store interface {
 	// ingestion, and numbers may be skipped (X12 allows gaps).
 	NextControlNumber(ctx context.Context, sender string) (int64, error)
 	// Prune deletes, in batches of batch rows, inbox rows and sightings
-	// created before keysBefore, delivered or discarded outbox rows last
+	// created before keysBefore, day rollups of days before it, delivered or discarded outbox rows last
 	// updated before it, and ledger rows of files that post-processing
 	// removed from their drop. Dead rows stay until an operator resolves
 	// them; ledger rows of files still in a drop stay, or the poller would

@@ -1785,105 +1785,6 @@ func (s *Store) MarkPostDone(ctx context.Context, source, path string, _ time.Ti
 	return err
 }
 
-// ReconcileFacts implements store.Reconciler.
-func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time,
-	each func(store.PaymentFact) error) (store.Facts, error) {
-	var f store.Facts
-	rows, err := s.pool.Query(ctx, reconcilePaymentsSQL, since)
-	if err != nil {
-		return f, err
-	}
-	if err := store.StreamRows(rows, rows.Close, scanPaymentFact, store.CollectFacts(&f, each)); err != nil {
-		return f, err
-	}
-	rows, err = s.pool.Query(ctx, `SELECT source, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), status, count(*)
-		FROM remote_file WHERE updated_at >= $1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, since)
-	if err != nil {
-		return f, err
-	}
-	f.Files, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.FileDay, error) {
-		var d store.FileDay
-		err := r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
-		return d, err
-	})
-	if err != nil {
-		return f, err
-	}
-	err = s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox WHERE status IN ('pending', 'inflight') AND created_at < $1),
-		(`+outbox.DeadCountSQL("''")+`)`, stuckBefore).Scan(&f.Stuck, &f.Dead)
-	if err != nil {
-		return f, err
-	}
-	f.Conflicts, err = s.conflictsSince(ctx, since)
-	return f, err
-}
-
-// reconcilePaymentsSQL reads, since $1, the summaries of processed 835
-// sets and the payment rows, the latter with the payer and amount of the
-// set that enqueued each (joined on the inbox's unique key index,
-// migration 0021) and a row's payload only where that set has none (a
-// day's reconciliation reads no payload), in store.PaymentFact's order:
-// sorted by the database (spilling to disk past work_mem), so that
-// reconciliation of a quarter holds one key's rows at a time.
-const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload FROM (
-	SELECT 'payment:' || (summary->>'payer_id') || ':' || coalesce(summary->>'trace_number', '') AS k, 0 AS src,
-		key AS inbox_key, summary, NULL AS sink, NULL AS status, NULL AS payer, NULL AS amount, NULL::bytea AS payload,
-		created_at AS t, 0::bigint AS id
-	FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= $1 AND summary->>'payer_id' <> ''
-	UNION ALL
-	SELECT CASE WHEN left(o.effect_key, length(o.sink) + 2) = '@' || o.sink || ':'
-		THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END, 1, NULL, NULL, o.sink, o.status,
-		i.summary->>'payer_id', i.summary->>'amount',
-		CASE WHEN i.summary->>'payer_id' IS NULL OR i.summary->>'amount' IS NULL THEN ` +
-	`coalesce(o.payload_packed, convert_to(o.payload_json::text, 'UTF8')) END, o.created_at, o.id
-	FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
-	WHERE o.kind = 'payment.posted' AND o.created_at >= $1) f
-	ORDER BY k COLLATE "C", src, t, id`
-
-// scanPaymentFact scans a row of reconcilePaymentsSQL.
-func scanPaymentFact(r store.Rows) (store.PaymentFact, error) {
-	var pf store.PaymentFact
-	var src int
-	var inboxKey, sink, status, payer, amount *string
-	var summary, payload []byte
-	if err := r.Scan(&pf.Key, &src, &inboxKey, &summary, &sink, &status, &payer, &amount, &payload); err != nil {
-		return pf, err
-	}
-	if src == 0 {
-		pf.Parsed = &store.ParsedPayment{Key: *inboxKey, Summary: summary}
-		return pf, nil
-	}
-	e := &store.EnqueuedPayment{EffectKey: pf.Key, Sink: *sink, Status: *status}
-	pf.Enqueued = e
-	if payload != nil {
-		var err error
-		e.PayerID, e.Amount, err = store.PaymentTotals(payload)
-		return pf, err
-	}
-	// A row has a payload (outbox_payload_set): with none read, its set's
-	// summary gave both.
-	if payer != nil && amount != nil {
-		e.PayerID, e.Amount = *payer, *amount
-	}
-	return pf, nil
-}
-
-// conflictsSince returns the key and effect conflicts recorded since.
-func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.ConflictSighting, error) {
-	rows, err := s.pool.Query(ctx, `SELECT kind, key, source, path, correlation_id, original_correlation_id,
-		created_at FROM sighting WHERE kind IN ('conflict', 'effect_conflict') AND created_at >= $1
-		ORDER BY created_at, id`, since)
-	if err != nil {
-		return nil, err
-	}
-	return store.CollectRows(rows, rows.Close, func(r store.Rows) (store.ConflictSighting, error) {
-		var c store.ConflictSighting
-		err := r.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID, &c.At)
-		c.At = c.At.UTC()
-		return c, err
-	})
-}
-
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
 	exec := func(q string) (int64, error) {
@@ -1908,7 +1809,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 	if err := s.pruneLocks(ctx, before, batch); err != nil {
 		return total, err
 	}
-	return total, nil
+	// The rollups of days whose rows are gone: one a day.
+	tag, err := s.pool.Exec(ctx, `DELETE FROM reconcile_day WHERE day < $1`, store.DayStart(before))
+	return total + int(tag.RowsAffected()), err
 }
 
 // PrunePayloads implements store.Store.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/inbox"
 	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/store/history"
 )
 
@@ -170,6 +171,18 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 		{"SinkStates", func() error { _, err := s.SinkStates(ctx); return err }},
 		{"Claim", func() error { _, err := s.Claim(ctx, now, []string{"ledger", "acks"}, 64, time.Minute); return err }},
 		{"ReapExpired", func() error { _, err := s.ReapExpired(ctx, now); return err }},
+		// Maintenance folds the closed days; reconciliation of a week
+		// reads their rollups, what of them is undelivered, and its first
+		// and open days.
+		{"FoldClosed", func() error { _, err := reconcile.FoldClosed(ctx, s, now, 70*24*time.Hour, 100); return err }},
+		{"ReconcileWeek", func() error {
+			_, err := reconcile.Run(ctx, s, now.Add(-7*24*time.Hour-time.Hour), time.Hour, now)
+			return err
+		}},
+		{"PaymentsEnqueuedBefore", func() error {
+			_, err := s.PaymentsEnqueuedBefore(ctx, []string{"payment:1512345600:T5980-1", "payment:none:x"}, now)
+			return err
+		}},
 		{"Prune", func() error { _, err := s.Prune(ctx, now.Add(-59*24*time.Hour), 100); return err }},
 		// Payloads of rows a month old, as retention.payloads prunes them.
 		{"PrunePayloads", func() error { _, err := s.PrunePayloads(ctx, now.Add(-30*24*time.Hour), 100); return err }},

@@ -1501,110 +1501,9 @@ func (s *Store) MarkPostDone(ctx context.Context, source, path string, _ time.Ti
 	return err
 }
 
-// ReconcileFacts implements store.Reconciler.
-func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time,
-	each func(store.PaymentFact) error) (store.Facts, error) {
-	var f store.Facts
-	rows, err := s.db.QueryContext(ctx, reconcilePaymentsSQL, us(since), us(since))
-	if err != nil {
-		return f, err
-	}
-	closeRows := func() { rows.Close() }
-	if err := store.StreamRows(rows, closeRows, scanPaymentFact, store.CollectFacts(&f, each)); err != nil {
-		return f, err
-	}
-	rows, err = s.db.QueryContext(ctx, `SELECT source, strftime('%Y-%m-%d', created_at / 1000000, 'unixepoch'), status, count(*)
-		FROM remote_file WHERE updated_at >= ? GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, us(since))
-	if err != nil {
-		return f, err
-	}
-	f.Files, err = store.CollectRows(rows, closeRows, func(r store.Rows) (store.FileDay, error) {
-		var d store.FileDay
-		err := r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
-		return d, err
-	})
-	if err != nil {
-		return f, err
-	}
-	err = s.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM outbox WHERE status IN ('pending', 'inflight') AND created_at < ?),
-		(`+outbox.DeadCountSQL("''")+`)`, us(stuckBefore)).Scan(&f.Stuck, &f.Dead)
-	if err != nil {
-		return f, err
-	}
-	f.Conflicts, err = s.conflictsSince(ctx, since)
-	return f, err
-}
-
-// reconcilePaymentsSQL reads, since the two arguments (the same time),
-// the summaries of processed 835 sets and the payment rows, the latter
-// with the payer and amount of the set that enqueued each and a row's
-// payload only where that set has none (a day's reconciliation reads no
-// payload), in store.PaymentFact's order: sorted by SQLite (in its
-// temporary files past its cache), so that reconciliation of a quarter
-// holds one key's rows at a time.
-const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload FROM (
-	SELECT 'payment:' || p || ':' || coalesce(tr, '') AS k, 0 AS src, key AS inbox_key, summary, NULL AS sink,
-		NULL AS status, NULL AS payer, NULL AS amount, NULL AS payload, created_at AS t, 0 AS id
-	FROM (SELECT key, summary, created_at, CASE WHEN json_valid(summary) THEN summary ->> '$.payer_id' END AS p,
-			CASE WHEN json_valid(summary) THEN summary ->> '$.trace_number' END AS tr
-		FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= ? AND summary IS NOT NULL)
-	WHERE p <> ''
-	UNION ALL
-	SELECT k, 1, NULL, NULL, sink, status, payer, amount,
-		CASE WHEN payer IS NULL OR amount IS NULL THEN stored_payload END, created_at, id
-	FROM (SELECT CASE WHEN substr(o.effect_key, 1, length(o.sink) + 2) = '@' || o.sink || ':'
-			THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END AS k, o.sink, o.status,
-			CASE WHEN json_valid(i.summary) THEN i.summary ->> '$.payer_id' END AS payer,
-			CASE WHEN json_valid(i.summary) THEN i.summary ->> '$.amount' END AS amount,
-			o.stored_payload, o.created_at, o.id
-		FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
-		WHERE o.kind = 'payment.posted' AND o.created_at >= ?))
-	ORDER BY k, src, t, id`
-
-// scanPaymentFact scans a row of reconcilePaymentsSQL.
-func scanPaymentFact(r store.Rows) (store.PaymentFact, error) {
-	var pf store.PaymentFact
-	var src int
-	var inboxKey, summary, sink, status, payer, amount sql.NullString
-	var payload []byte
-	if err := r.Scan(&pf.Key, &src, &inboxKey, &summary, &sink, &status, &payer, &amount, &payload); err != nil {
-		return pf, err
-	}
-	if src == 0 {
-		pf.Parsed = &store.ParsedPayment{Key: inboxKey.String, Summary: json.RawMessage(summary.String)}
-		return pf, nil
-	}
-	e := &store.EnqueuedPayment{EffectKey: pf.Key, Sink: sink.String, Status: status.String}
-	pf.Enqueued = e
-	if payload != nil {
-		var err error
-		e.PayerID, e.Amount, err = store.PaymentTotals(payload)
-		return pf, err
-	}
-	e.PayerID, e.Amount = payer.String, amount.String
-	return pf, nil
-}
-
-// conflictsSince returns the key and effect conflicts recorded since.
-func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.ConflictSighting, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT kind, key, source, path, correlation_id, original_correlation_id,
-		created_at FROM sighting WHERE kind IN ('conflict', 'effect_conflict') AND created_at >= ?
-		ORDER BY created_at, id`, us(since))
-	if err != nil {
-		return nil, err
-	}
-	return store.CollectRows(rows, func() { rows.Close() }, func(r store.Rows) (store.ConflictSighting, error) {
-		var c store.ConflictSighting
-		var at int64
-		err := r.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID, &at)
-		c.At = fromUS(at)
-		return c, err
-	})
-}
-
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
-	return store.DeleteInBatches([]string{
+	total, err := store.DeleteInBatches([]string{
 		`DELETE FROM inbox WHERE key IN (SELECT key FROM inbox WHERE created_at < ? LIMIT ?)`,
 		`DELETE FROM sighting WHERE id IN (SELECT id FROM sighting WHERE created_at < ? LIMIT ?)`,
 		`DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE status IN ('delivered', 'discarded')
@@ -1618,6 +1517,16 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 		}
 		return res.RowsAffected()
 	})
+	if err != nil {
+		return total, err
+	}
+	// The rollups of days whose rows are gone: one a day.
+	res, err := s.db.ExecContext(ctx, `DELETE FROM reconcile_day WHERE day < ?`, dayText(before))
+	if err != nil {
+		return total, err
+	}
+	n, err := res.RowsAffected()
+	return total + int(n), err
 }
 
 // PrunePayloads implements store.Store. Each batch is a transaction of

@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/ediwatch/ediwatch/internal/outbox"
+	"github.com/ediwatch/ediwatch/internal/store"
+)
+
+// ReconcileFacts implements store.Reconciler.
+func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time,
+	each func(store.PaymentFact) error) (store.Facts, error) {
+	f, err := s.ReconcileCounts(ctx, since, stuckBefore)
+	if err != nil {
+		return f, err
+	}
+	err = s.PaymentFacts(ctx, since, store.EndOfTime, store.CollectFacts(&f, each))
+	return f, err
+}
+
+// ReconcileCounts implements store.Reconciler.
+func (s *Store) ReconcileCounts(ctx context.Context, since, stuckBefore time.Time) (store.Facts, error) {
+	var f store.Facts
+	rows, err := s.pool.Query(ctx, `SELECT source, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), status, count(*)
+		FROM remote_file WHERE updated_at >= $1 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, since)
+	if err != nil {
+		return f, err
+	}
+	f.Files, err = store.CollectRows(rows, rows.Close, func(r store.Rows) (store.FileDay, error) {
+		var d store.FileDay
+		err := r.Scan(&d.Source, &d.Day, &d.Status, &d.Files)
+		return d, err
+	})
+	if err != nil {
+		return f, err
+	}
+	err = s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox WHERE status IN ('pending', 'inflight') AND created_at < $1),
+		(`+outbox.DeadCountSQL("''")+`)`, stuckBefore).Scan(&f.Stuck, &f.Dead)
+	if err != nil {
+		return f, err
+	}
+	f.Conflicts, err = s.conflictsSince(ctx, since)
+	return f, err
+}
+
+// PaymentFacts implements store.Reconciler.
+func (s *Store) PaymentFacts(ctx context.Context, from, to time.Time, each func(store.PaymentFact) error) error {
+	rows, err := s.pool.Query(ctx, reconcilePaymentsSQL, from, to)
+	if err != nil {
+		return err
+	}
+	return store.StreamRows(rows, rows.Close, scanPaymentFact, each)
+}
+
+// UndeliveredPayments implements store.Reconciler.
+func (s *Store) UndeliveredPayments(ctx context.Context, from, to time.Time, each func(store.PaymentFact) error) error {
+	rows, err := s.pool.Query(ctx, undeliveredPaymentsSQL, from, to)
+	if err != nil {
+		return err
+	}
+	return store.StreamRows(rows, rows.Close, scanPaymentFact, each)
+}
+
+// PaymentsEnqueuedBefore implements store.Reconciler: one probe of the
+// outbox's effect key index per key.
+func (s *Store) PaymentsEnqueuedBefore(ctx context.Context, keys []string, before time.Time) (map[string]bool, error) {
+	found := map[string]bool{}
+	if len(keys) == 0 {
+		return found, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT effect_key FROM outbox
+		WHERE effect_key = ANY($1) AND kind = 'payment.posted' AND created_at < $2`, keys, before)
+	if err != nil {
+		return nil, err
+	}
+	err = store.StreamRows(rows, rows.Close, func(r store.Rows) (string, error) {
+		var k string
+		return k, r.Scan(&k)
+	}, func(k string) error { found[k] = true; return nil })
+	return found, err
+}
+
+// ReconcileDays implements store.Reconciler.
+func (s *Store) ReconcileDays(ctx context.Context, from, to time.Time) ([]store.ReconcileDay, error) {
+	rows, err := s.pool.Query(ctx, `SELECT day, version, body FROM reconcile_day
+		WHERE day >= $1 AND day < $2 ORDER BY day`, store.DayStart(from), store.DayStart(to))
+	if err != nil {
+		return nil, err
+	}
+	return store.CollectRows(rows, rows.Close, func(r store.Rows) (store.ReconcileDay, error) {
+		var d store.ReconcileDay
+		var day time.Time
+		err := r.Scan(&day, &d.Version, &d.Body)
+		d.Day = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC)
+		return d, err
+	})
+}
+
+// PutReconcileDay implements store.Reconciler.
+func (s *Store) PutReconcileDay(ctx context.Context, d store.ReconcileDay) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO reconcile_day (day, version, body, folded_at) VALUES ($1, $2, $3, now())
+		ON CONFLICT (day) DO UPDATE SET version = excluded.version, body = excluded.body, folded_at = excluded.folded_at`,
+		store.DayStart(d.Day), d.Version, d.Body)
+	return err
+}
+
+// paymentRowsSQL selects the payment rows with what store.PaymentFact
+// needs of each, as reconcilePaymentsSQL's second part: the payer and
+// amount of the set that enqueued each (joined on the inbox's unique key
+// index, migration 0021) and the row's payload only where that set has
+// none (a day's reconciliation reads no payload).
+const paymentRowsSQL = `SELECT CASE WHEN left(o.effect_key, length(o.sink) + 2) = '@' || o.sink || ':'
+		THEN substr(o.effect_key, length(o.sink) + 3) ELSE o.effect_key END AS k, 1 AS src, NULL AS inbox_key,
+		NULL::jsonb AS summary, o.sink, o.status, i.summary->>'payer_id' AS payer, i.summary->>'amount' AS amount,
+		CASE WHEN i.summary->>'payer_id' IS NULL OR i.summary->>'amount' IS NULL THEN ` +
+	`coalesce(o.payload_packed, convert_to(o.payload_json::text, 'UTF8')) END AS payload, o.created_at AS t, o.id
+	FROM outbox o LEFT JOIN inbox i ON i.key = o.inbox_key
+	WHERE o.kind = 'payment.posted'`
+
+// reconcilePaymentsSQL reads the summaries of the processed 835 sets and
+// the payment rows created in [$1, $2), in store.PaymentFact's order:
+// sorted by the database (spilling to disk past work_mem), so that
+// reconciliation of a quarter holds one key's rows at a time.
+const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload FROM (
+	SELECT 'payment:' || (summary->>'payer_id') || ':' || coalesce(summary->>'trace_number', '') AS k, 0 AS src,
+		key AS inbox_key, summary, NULL AS sink, NULL AS status, NULL AS payer, NULL AS amount, NULL::bytea AS payload,
+		created_at AS t, 0::bigint AS id
+	FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= $1 AND created_at < $2
+		AND summary->>'payer_id' <> ''
+	UNION ALL
+	` + paymentRowsSQL + ` AND o.created_at >= $1 AND o.created_at < $2) f
+	ORDER BY k COLLATE "C", src, t, id`
+
+// undeliveredPaymentsSQL reads the payment rows created in [$1, $2) that
+// are not delivered, from the partial index of them (migration 0022).
+const undeliveredPaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload FROM (
+	` + paymentRowsSQL + ` AND o.status <> 'delivered' AND o.created_at >= $1 AND o.created_at < $2) f`
+
+// scanPaymentFact scans a row of reconcilePaymentsSQL.
+func scanPaymentFact(r store.Rows) (store.PaymentFact, error) {
+	var pf store.PaymentFact
+	var src int
+	var inboxKey, sink, status, payer, amount *string
+	var summary, payload []byte
+	if err := r.Scan(&pf.Key, &src, &inboxKey, &summary, &sink, &status, &payer, &amount, &payload); err != nil {
+		return pf, err
+	}
+	if src == 0 {
+		pf.Parsed = &store.ParsedPayment{Key: *inboxKey, Summary: summary}
+		return pf, nil
+	}
+	e := &store.EnqueuedPayment{EffectKey: pf.Key, Sink: *sink, Status: *status}
+	pf.Enqueued = e
+	if payload != nil {
+		var err error
+		e.PayerID, e.Amount, err = store.PaymentTotals(payload)
+		return pf, err
+	}
+	// A row has a payload (outbox_payload_set): with none read, its set's
+	// summary gave both.
+	if payer != nil && amount != nil {
+		e.PayerID, e.Amount = *payer, *amount
+	}
+	return pf, nil
+}
+
+// conflictsSince returns the key and effect conflicts recorded since.
+func (s *Store) conflictsSince(ctx context.Context, since time.Time) ([]store.ConflictSighting, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kind, key, source, path, correlation_id, original_correlation_id,
+		created_at FROM sighting WHERE kind IN ('conflict', 'effect_conflict') AND created_at >= $1
+		ORDER BY created_at, id`, since)
+	if err != nil {
+		return nil, err
+	}
+	return store.CollectRows(rows, rows.Close, func(r store.Rows) (store.ConflictSighting, error) {
+		var c store.ConflictSighting
+		err := r.Scan(&c.Kind, &c.Key, &c.Source, &c.Path, &c.CorrelationID, &c.OriginalCorrelationID, &c.At)
+		c.At = c.At.UTC()
+		return c, err
+	})
+}

@@ -42,6 +42,13 @@ import (
 // shutdownGrace bounds how long a stop waits for in-flight work.
 const shutdownGrace = 30 * time.Second
 
+// foldDaysPerPass bounds the days one maintenance pass folds into
+// reconciliation rollups: a day's fold reads that day's payments (a
+// second or so at 3,000 files a day), and the days a new store or an
+// upgrade has not folded are read live meanwhile, so a year is folded
+// over a day of hourly passes, the newest first.
+const foldDaysPerPass = 32
+
 func newRunCmd(stderr io.Writer) *cobra.Command {
 	var cfgPath string
 	cmd := &cobra.Command{
@@ -258,7 +265,10 @@ func runDaemon(ctx context.Context, cfg config.Config, log *zap.Logger, ready fu
 		g.Go(func() error { return p.Run(gctx) })
 	}
 	pruner := &outbox.Pruner{Store: st, Keys: cfg.Retention.Keys.D(), Payloads: cfg.Retention.Payloads.D(),
-		Holder: store.NewHolderID(), Log: log.Named("maintenance")}
+		Holder: store.NewHolderID(), Log: log.Named("maintenance"),
+		Fold: func(ctx context.Context, at time.Time) (int, error) {
+			return reconcile.FoldClosed(ctx, st, at, cfg.Retention.Keys.D(), foldDaysPerPass)
+		}}
 	g.Go(func() error { return pruner.Run(gctx) })
 	gauges := &outbox.Gauges{Store: reads, States: reads, Metrics: m, Log: log.Named("gauges"), Every: 15 * time.Second,
 		Timeout: cfg.Store.ConsoleTimeout.D(),

@@ -34,6 +34,10 @@ type Pruner struct {
 	// Payloads is how long a delivered row keeps its payload
 	// (retention.payloads); 0 keeps it as long as the row.
 	Payloads time.Duration
+	// Fold, when set, folds the reconciliation rollups of the days that
+	// have closed (reconcile.FoldClosed) once a pass, after pruning, and
+	// returns how many it folded.
+	Fold func(ctx context.Context, at time.Time) (int, error)
 	// Holder names this replica to the lease.
 	Holder string
 	Log    *zap.Logger
@@ -141,9 +145,25 @@ func (p *Pruner) passHolding(ctx context.Context, at time.Time, renew time.Durat
 }
 
 // Pass prunes once what retention allows at at: rows past retention.keys,
-// then payloads past retention.payloads (each whether or not the other
-// failed). The caller holds the maintenance lease.
+// then payloads past retention.payloads, then folds the closed days (each
+// whether or not the others failed). The caller holds the maintenance
+// lease.
 func (p *Pruner) Pass(ctx context.Context, at time.Time) {
+	p.prune(ctx, at)
+	if p.Fold == nil {
+		return
+	}
+	if n, err := p.Fold(ctx, at); err != nil {
+		if ctx.Err() == nil {
+			p.Log.Warn("folding the reconciliation of closed days failed", zap.Error(err))
+		}
+	} else if n > 0 {
+		p.Log.Info("folded the reconciliation of closed days", zap.Int("days", n))
+	}
+}
+
+// prune deletes what retention allows at at.
+func (p *Pruner) prune(ctx context.Context, at time.Time) {
 	if n, err := p.Store.Prune(ctx, at.Add(-p.Keys), 1000); err != nil {
 		if ctx.Err() == nil {
 			p.Log.Warn("retention prune failed", zap.Error(err))

@@ -176,6 +176,30 @@ func TestPrunerPassCutsKeysAndPayloadsApart(t *testing.T) {
 	}
 }
 
+// TestPrunerPassFoldsClosedDays: a pass folds the reconciliation of the
+// closed days at its own time, after pruning (so a day retention drops is
+// not folded first), even when the prune failed and with no payload
+// retention.
+func TestPrunerPassFoldsClosedDays(t *testing.T) {
+	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	for _, payloads := range []time.Duration{0, 30 * 24 * time.Hour} {
+		st := &cutoffs{failKeys: true}
+		var folds []time.Time
+		p := &outbox.Pruner{Store: st, Keys: 400 * 24 * time.Hour, Payloads: payloads, Log: zap.NewNop(),
+			Fold: func(_ context.Context, when time.Time) (int, error) {
+				if len(st.keys) != 1 {
+					t.Errorf("folded before pruning")
+				}
+				folds = append(folds, when)
+				return 3, nil
+			}}
+		p.Pass(context.Background(), at)
+		if len(folds) != 1 || !folds[0].Equal(at) {
+			t.Errorf("payload retention %s: folded at %v, want once at %v", payloads, folds, at)
+		}
+	}
+}
+
 // countingPrunes is a store that counts the prune passes made through it.
 type countingPrunes struct {
 	store.Store

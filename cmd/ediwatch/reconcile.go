@@ -13,16 +13,18 @@ import (
 	"github.com/ediwatch/ediwatch/internal/config"
 	"github.com/ediwatch/ediwatch/internal/journal"
 	"github.com/ediwatch/ediwatch/internal/reconcile"
+	"github.com/ediwatch/ediwatch/internal/store"
 )
 
 func newReconcileCmd(stdout io.Writer) *cobra.Command {
 	var cfgPath string
 	var asJSON bool
 	var journalPath string
+	var fromRows bool
 	since := config.Duration(24 * time.Hour)
 	stuck := config.Duration(time.Hour)
 	cmd := &cobra.Command{
-		Use:   "reconcile --config FILE [--since 24h] [--stuck-after 1h] [--journal FILE] [--json]",
+		Use:   "reconcile --config FILE [--since 24h] [--stuck-after 1h] [--journal FILE] [--rows] [--json]",
 		Short: "Compare what was parsed, enqueued and delivered; exit 1 on divergence",
 		Long: `reconcile reports, per source and day, the files seen, ingested and rejected;
 per payer, the payments and their exact money totals parsed, enqueued and
@@ -40,7 +42,11 @@ may be given, comma-separated), it also lists every file the journal says
 was deleted or moved from a drop since --since whose ingestion the store
 no longer has (its ledger row gone, as after a failover to a standby that
 never had the commit, or a restore from an older backup), and exits 1 if
-there is any.`,
+there is any.
+
+The closed days wholly inside the window are read from the rollups the
+daemon's maintenance folds each day; --rows reads every row of the window
+instead (slower over weeks), to check the rollups against the rows.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cfgPath)
@@ -53,7 +59,11 @@ there is any.`,
 			}
 			defer st.Close()
 			now := time.Now().UTC()
-			rep, err := reconcile.Run(cmd.Context(), st, now.Add(-since.D()), stuck.D(), now)
+			var r store.Reconciler = st
+			if fromRows {
+				r = reconcile.FromRows(st)
+			}
+			rep, err := reconcile.Run(cmd.Context(), r, now.Add(-since.D()), stuck.D(), now)
 			if err != nil {
 				return err
 			}
@@ -93,6 +103,7 @@ there is any.`,
 	cmd.Flags().Var(durationFlag{&since}, "since", "how far back to look (e.g. 24h, 7d)")
 	cmd.Flags().Var(durationFlag{&stuck}, "stuck-after", "an undelivered row older than this is stuck")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&fromRows, "rows", false, "read every row of the window, not the rollups of its closed days")
 	cmd.Flags().StringVar(&journalPath, "journal", "", "poller journal file(s) to compare with the store (comma-separated)")
 	return cmd
 }

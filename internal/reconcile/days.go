@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -25,13 +26,13 @@ const day = 24 * time.Hour
 
 // A day's rollup is what its payments total to per payer (parsed and
 // enqueued, counts and amounts) and the keys behind its divergences. Each
-// business key counts on one day: the day of its payment rows, or, for a
-// key with none, each day it was parsed (a missing effect parsed on two
-// days is counted once when the days are read together, and not at all
-// once a later document enqueued it). Delivery is not
-// folded: a payment row is delivered or still to deliver whenever it is
-// read, so a window's rolled days are read with what of them is not
-// delivered now (store.Reconciler.UndeliveredPayments: few rows, indexed).
+// business key counts where its first payment row was created; a key with
+// none counts each day it was parsed (a missing effect parsed on two days
+// is counted once when the days are read together, and not at all once a
+// later document enqueued it). Delivery is not folded: a payment is
+// delivered once no row of it is still to deliver, and those rows are few
+// and indexed (store.Reconciler.UndeliveredPayments), so every
+// reconciliation reads them as they are.
 
 // stretch is what the payments of a stretch of time total to, per payer,
 // with the summaries of its missing effects by key.
@@ -66,15 +67,11 @@ func (st *stretch) parsed(key string, s summary, missing bool) {
 }
 
 // enqueued counts a payment enqueued; unknown when no parsed document of
-// it was read.
-func (st *stretch) enqueued(key string, p payload, delivered, unknown bool) {
+// it was read. Its delivery is counted by undelivered.
+func (st *stretch) enqueued(key string, p payload, unknown bool) {
 	py := st.payer(p.PayerID)
 	py.Enqueued++
 	py.EnqueuedAmount = py.EnqueuedAmount.Add(p.Amount)
-	if delivered {
-		py.Delivered++
-		py.DeliveredAmount = py.DeliveredAmount.Add(p.Amount)
-	}
 	if unknown {
 		py.UnknownEffects = append(py.UnknownEffects, key)
 	}
@@ -90,8 +87,6 @@ func (st *stretch) merge(o *stretch) {
 		t.ParsedAmount = t.ParsedAmount.Add(p.ParsedAmount)
 		t.Enqueued += p.Enqueued
 		t.EnqueuedAmount = t.EnqueuedAmount.Add(p.EnqueuedAmount)
-		t.Delivered += p.Delivered
-		t.DeliveredAmount = t.DeliveredAmount.Add(p.DeliveredAmount)
 		t.Unbalanced += p.Unbalanced
 		t.UnknownEffects = append(t.UnknownEffects, p.UnknownEffects...)
 		for _, key := range p.MissingEffects {
@@ -117,19 +112,6 @@ func live(ctx context.Context, r store.Reconciler, from, to time.Time) (*stretch
 		return nil, err
 	}
 	m.flush()
-	keys := make([]string, len(m.orphans))
-	for i, o := range m.orphans {
-		keys[i] = o.key
-	}
-	before, err := enqueuedBefore(ctx, r, keys, from)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range m.orphans {
-		if !before[o.key] {
-			m.st.parsed(o.key, o.s, true)
-		}
-	}
 	return m.st, nil
 }
 
@@ -151,7 +133,8 @@ func enqueuedBefore(ctx context.Context, r store.Reconciler, keys []string, befo
 
 // payments totals per payer the payments of [since, now) and after (rows
 // a clock ahead of now wrote): each closed day wholly inside with a
-// rollup of this version from it, the rest live.
+// rollup of this version from it, the rest live; then what of them is
+// delivered.
 func payments(ctx context.Context, r store.Reconciler, since, now time.Time) (map[string]*Payer, error) {
 	first := store.DayStart(since)
 	if first.Before(since) {
@@ -165,49 +148,34 @@ func payments(ctx context.Context, r store.Reconciler, since, now time.Time) (ma
 		}
 	}
 	total := newStretch()
-	cursor := since
-	var run time.Time // the start of the rolled days read since cursor's last live stretch
-	endRun := func() error {
-		if run.IsZero() {
-			return nil
-		}
-		err := undelivered(ctx, r, run, cursor, total)
-		run = time.Time{}
-		return err
-	}
+	cursor, rolled := since, false
 	for _, d := range days {
 		st, err := decodeDay(d)
 		if err != nil {
 			continue // read live
 		}
 		if cursor.Before(d.Day) {
-			if err := endRun(); err != nil {
-				return nil, err
-			}
 			lv, err := live(ctx, r, cursor, d.Day)
 			if err != nil {
 				return nil, err
 			}
 			total.merge(lv)
 		}
-		if run.IsZero() {
-			run = d.Day
-		}
 		total.merge(st)
-		cursor = d.Day.Add(day)
-	}
-	if err := endRun(); err != nil {
-		return nil, err
+		cursor, rolled = d.Day.Add(day), true
 	}
 	lv, err := live(ctx, r, cursor, store.EndOfTime)
 	if err != nil {
 		return nil, err
 	}
 	total.merge(lv)
-	if len(days) > 0 {
+	if rolled {
 		if err := total.enqueuedLater(ctx, r); err != nil {
 			return nil, err
 		}
+	}
+	if err := total.undelivered(ctx, r, since); err != nil {
+		return nil, err
 	}
 	return total.payers, nil
 }
@@ -240,18 +208,22 @@ func (st *stretch) enqueuedLater(ctx context.Context, r store.Reconciler) error 
 	return nil
 }
 
-// undelivered takes out of st's delivered totals each payment enqueued in
-// [from, to) that is not delivered at one of its sinks now.
-func undelivered(ctx context.Context, r store.Reconciler, from, to time.Time, st *stretch) error {
+// undelivered counts as delivered every payment st enqueued but those
+// with a row still to deliver: the rows created since since of payments
+// with none before (the payments the window counts), once a payment.
+func (st *stretch) undelivered(ctx context.Context, r store.Reconciler, since time.Time) error {
+	for _, p := range st.payers {
+		p.Delivered, p.DeliveredAmount = p.Enqueued, p.EnqueuedAmount
+	}
 	seen := map[string]bool{}
-	return r.UndeliveredPayments(ctx, from, to, func(pf store.PaymentFact) error {
+	return r.UndeliveredPayments(ctx, since, store.EndOfTime, func(pf store.PaymentFact) error {
 		e := pf.Enqueued
-		if e == nil || seen[pf.Key] {
+		if e == nil || pf.Before || seen[pf.Key] {
 			return nil
 		}
 		amount, ok := enqueuedAmount(e)
 		if !ok {
-			return nil // as the matcher: a row it could not read
+			return nil // a row the matcher could not read either; the key's next may be read
 		}
 		seen[pf.Key] = true
 		py := st.payer(e.PayerID)
@@ -306,8 +278,7 @@ func (st *stretch) encode() ([]byte, error) {
 	return json.Marshal(b)
 }
 
-// decodeDay reads a rollup of this version as a stretch whose payments
-// are all delivered (undelivered takes back those that are not).
+// decodeDay reads a rollup of this version as a stretch.
 func decodeDay(d store.ReconcileDay) (*stretch, error) {
 	if d.Version != DayVersion {
 		return nil, fmt.Errorf("reconcile: rollup of %s has version %d, not %d", d.Day.Format(time.DateOnly), d.Version, DayVersion)
@@ -321,7 +292,6 @@ func decodeDay(d store.ReconcileDay) (*stretch, error) {
 		py := st.payer(p.PayerID)
 		py.Parsed, py.ParsedAmount, py.Unbalanced = p.Parsed, p.ParsedAmount, p.Unbalanced
 		py.Enqueued, py.EnqueuedAmount = p.Enqueued, p.EnqueuedAmount
-		py.Delivered, py.DeliveredAmount = p.Enqueued, p.EnqueuedAmount
 	}
 	for _, k := range b.Missing {
 		py := st.payer(k.PayerID)
@@ -345,9 +315,15 @@ func (fromRows) ReconcileDays(context.Context, time.Time, time.Time) ([]store.Re
 	return nil, nil
 }
 
-// Fold folds the UTC day that starts at day: matches its payments as they
-// are now and stores the rollup, replacing one stored.
-func Fold(ctx context.Context, r store.Reconciler, day time.Time) error {
+// Settle is how long after a day's end its rollup is folded again at
+// every pass: rows that commit into a day after its first fold (a
+// poller's clock behind the folding replica's, an ingest longer than
+// Grace) are counted once they are this close to it.
+const Settle = 48 * time.Hour
+
+// Fold folds the UTC day that starts at day, at the time at: matches its
+// payments as they are now and stores the rollup, replacing one stored.
+func Fold(ctx context.Context, r store.Reconciler, day, at time.Time) error {
 	day = store.DayStart(day)
 	st, err := live(ctx, r, day, day.Add(24*time.Hour))
 	if err != nil {
@@ -357,13 +333,16 @@ func Fold(ctx context.Context, r store.Reconciler, day time.Time) error {
 	if err != nil {
 		return err
 	}
-	return r.PutReconcileDay(ctx, store.ReconcileDay{Day: day, Version: DayVersion, Body: body})
+	return r.PutReconcileDay(ctx, store.ReconcileDay{Day: day, Version: DayVersion, Body: body, FoldedAt: at})
 }
 
 // FoldClosed folds, newest first and at most max, the UTC days within
 // keep of now that have closed (ended Grace ago) and have no rollup of
-// this version, and returns how many it folded. The first day of the
-// window is left out: retention may have pruned part of it.
+// this version folded Settle after their end (none, one of an older
+// format, or one folded sooner), and returns how many it folded; a day
+// that fails is left for the next pass after the others are tried. The
+// first day of the window is left out: retention may have pruned part of
+// it. A rollup of a later format (a newer replica's) is left as it is.
 func FoldClosed(ctx context.Context, r store.Reconciler, now time.Time, keep time.Duration, max int) (int, error) {
 	first := store.DayStart(now.Add(-keep)).Add(day)
 	end := store.DayStart(now.Add(-Grace)) // the first day not closed
@@ -374,21 +353,22 @@ func FoldClosed(ctx context.Context, r store.Reconciler, now time.Time, keep tim
 	if err != nil {
 		return 0, err
 	}
-	folded := map[time.Time]bool{}
+	settled := map[time.Time]bool{}
 	for _, d := range have {
-		if d.Version == DayVersion {
-			folded[d.Day] = true
-		}
+		settled[d.Day] = d.Version > DayVersion ||
+			d.Version == DayVersion && !d.FoldedAt.Before(d.Day.Add(day+Settle))
 	}
 	n := 0
+	var errs []error
 	for d := end.Add(-day); !d.Before(first) && n < max; d = d.Add(-day) {
-		if folded[d] {
+		if settled[d] {
 			continue
 		}
-		if err := Fold(ctx, r, d); err != nil {
-			return n, err
+		if err := Fold(ctx, r, d, now); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		n++
 	}
-	return n, nil
+	return n, errors.Join(errs...)
 }

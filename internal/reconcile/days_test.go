@@ -50,7 +50,12 @@ func era(t *testing.T, trace string, n int) []byte {
 
 func ingestAt(t *testing.T, st store.Store, name string, data []byte, at time.Time) *inbox.Report {
 	t.Helper()
-	r, err := inbox.Ingest(context.Background(), storetest.Options(t, st), inbox.FileInfo{Source: "test", Path: name,
+	return ingestRouted(t, st, storetest.Options(t, st), name, data, at)
+}
+
+func ingestRouted(t *testing.T, st store.Store, o inbox.Options, name string, data []byte, at time.Time) *inbox.Report {
+	t.Helper()
+	r, err := inbox.Ingest(context.Background(), o, inbox.FileInfo{Source: "test", Path: name,
 		Size: int64(len(data)), MTime: at, SHA256: "sha-" + name, CorrelationID: store.NewCorrelationID(), Now: at},
 		bytes.NewReader(data))
 	if err != nil {
@@ -72,14 +77,14 @@ func TestDayRollupsMatchLive(t *testing.T) {
 	stores := map[string]func(t *testing.T) store.Store{
 		"sqlite": func(t *testing.T) store.Store {
 			st := newStore(t)
-			if err := history.SQLite(context.Background(), st.DB(), 3000, 10, now, nil); err != nil {
+			if err := history.SQLite(context.Background(), st.DB(), 1000, 10, now, nil); err != nil {
 				t.Fatal(err)
 			}
 			return st
 		},
 		"postgres": func(t *testing.T) store.Store {
 			st := pgtest.New(t, postgres.Options{})
-			if err := history.Postgres(context.Background(), st.Pool(), 3000, 10, now, nil); err != nil {
+			if err := history.Postgres(context.Background(), st.Pool(), 1000, 10, now, nil); err != nil {
 				t.Fatal(err)
 			}
 			return st
@@ -123,10 +128,37 @@ func testDayRollupsMatchLive(t *testing.T, st store.Store, now time.Time) {
 	lose("EFT3001")
 	ingestAt(t, st, "c2.835", era(t, "EFT3001", 3002), at(8, 9))
 	lose("EFT3001")
+	// Regenerated after its route gained a sink: one payment with rows
+	// made on two days, delivered when both are.
+	ingestAt(t, st, "d1.835", era(t, "EFT4001", 4001), at(5, 11))
+	twoSinks := storetest.Options(t, st)
+	twoSinks.Routes = map[string][]string{"payment.posted": {"ledger", "audit"}, "claim.received": {"ledger"},
+		"ack.999": {"acks"}, "ack.ta1": {"acks"}}
+	if r := ingestRouted(t, st, twoSinks, "d2.835", era(t, "EFT4001", 4002), at(7, 11)); len(r.Sets[0].EffectKeys) != 1 {
+		t.Fatalf("regenerated era for a new sink: %+v", r.Sets[0])
+	}
+	deliver := func(sink string) { // every due row of sink
+		t.Helper()
+		rows, err := st.Claim(ctx, now, []string{sink}, 1000, time.Minute)
+		if err != nil || len(rows) == 0 {
+			t.Fatalf("claimed %d at %s: %v", len(rows), sink, err)
+		}
+		var done []outbox.Completion
+		for _, r := range rows {
+			done = append(done, outbox.Completion{ID: r.ID, Token: r.LeaseToken, HTTPStatus: 200})
+		}
+		if _, err := st.CompleteMany(ctx, done, now); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	windows := []time.Time{now.Add(-30 * time.Hour), at(6, 0), now.Add(-129 * time.Hour), now.Add(-238 * time.Hour),
 		now.Add(-20 * 24 * time.Hour)}
-	compare := func(when string) {
+	const keep = 20 * 24 * time.Hour // retention.keys: the folds start May 23
+	// compare compares reports from rollups and from rows, and that the
+	// former read no more than the window's first day, the open day and
+	// unfolded more days live.
+	compare := func(when string, unfolded ...time.Time) {
 		t.Helper()
 		for _, since := range windows {
 			want, err := Run(ctx, FromRows(st), since, time.Hour, now)
@@ -144,39 +176,104 @@ func testDayRollupsMatchLive(t *testing.T, st store.Store, now time.Time) {
 				t.Fatalf("%s, since %s: rolled up\n%s\nread live\n%s", when, since.Format(time.RFC3339), g, w)
 			}
 			for _, d := range rec.read {
-				if d > 48*time.Hour { // the window's first day and the open day
+				if d > time.Duration(2+len(unfolded))*24*time.Hour {
 					t.Errorf("%s, since %s: read %s of payments live: %v", when, since.Format(time.RFC3339), d, rec.read)
 				}
 			}
 		}
 	}
 
-	n, err := FoldClosed(ctx, st, now, 400*24*time.Hour, 1000)
-	if err != nil || n != 399 {
+	n, err := FoldClosed(ctx, st, now, keep, 1000)
+	if err != nil || n != 19 { // May 23 to June 10
 		t.Fatalf("folded %d days: %v", n, err)
 	}
-	if n, err := FoldClosed(ctx, st, now, 400*24*time.Hour, 1000); err != nil || n != 0 {
+	// The two days that closed less than Settle ago are folded again at
+	// every pass; the others are settled.
+	if n, err := FoldClosed(ctx, st, now, keep, 1000); err != nil || n != 2 {
 		t.Fatalf("folded again %d days: %v", n, err)
 	}
 	compare("folded")
+	payer := func(since time.Time) *Payer {
+		t.Helper()
+		rep, err := Run(ctx, st, since, time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range rep.Payers {
+			if p.PayerID == "1512345678" {
+				return p
+			}
+		}
+		t.Fatalf("no payer 1512345678 since %s", since)
+		return nil
+	}
+	// A payment regenerated after the window began, enqueued before, is
+	// neither parsed nor missing, nor is one whose row for a new sink was
+	// made in the window; the lost row enqueued again is one payment; the
+	// payment lost twice is missing once.
+	if p := payer(at(6, 0)); p.Parsed != 2 || p.Enqueued != 1 ||
+		fmt.Sprint(p.MissingEffects) != "[payment:1512345678:EFT3001]" || len(p.UnknownEffects) != 0 {
+		t.Fatalf("payer 1512345678 since June 6: %+v", p)
+	}
+	// From June 5: EFT1001 and EFT4001 too, EFT4001 undelivered until
+	// its row at the new sink is.
+	if p := payer(at(5, 0)); p.Parsed != 4 || p.Enqueued != 3 || p.Delivered != 0 {
+		t.Fatalf("payer 1512345678 since June 5: %+v", p)
+	}
+	deliver("ledger")
+	if p := payer(at(5, 0)); p.Delivered != 2 {
+		t.Fatalf("payer 1512345678 since June 5, delivered at ledger: %+v", p)
+	}
+	compare("delivered at one sink")
+	deliver("audit")
+	if p := payer(at(5, 0)); p.Delivered != 3 {
+		t.Fatalf("payer 1512345678 since June 5, delivered at both: %+v", p)
+	}
+	compare("delivered at both sinks")
 
-	// The bug live reading of a window had at its start: a payment
-	// regenerated after the window began, enqueued before, is neither
-	// parsed nor missing; the lost row enqueued again is one payment;
-	// the payment lost twice is missing once.
-	rep, err := Run(ctx, st, at(6, 0), time.Hour, now)
-	if err != nil {
+	// A day with no rollup and one of an older format between rolled
+	// days are read live.
+	june7, june8 := at(7, 0), at(8, 0)
+	days, err := st.ReconcileDays(ctx, june7, at(9, 0))
+	if err != nil || len(days) != 2 {
+		t.Fatalf("rollups of June 7 and 8: %d, %v", len(days), err)
+	}
+	deleteDay(t, st, june7)
+	deleteDay(t, st, june8)
+	if err := st.PutReconcileDay(ctx, store.ReconcileDay{Day: june8, Version: 0, Body: days[1].Body, FoldedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	var acme *Payer
-	for _, p := range rep.Payers {
-		if p.PayerID == "1512345678" {
-			acme = p
-		}
+	compare("a day unfolded, one of an older format", june7, june8)
+	// A rollup of an older format does not replace a later one.
+	if err := st.PutReconcileDay(ctx, store.ReconcileDay{Day: june8, Version: DayVersion, Body: []byte("{}"), FoldedAt: now}); err != nil {
+		t.Fatal(err)
 	}
-	if acme == nil || acme.Parsed != 2 || acme.Enqueued != 1 || fmt.Sprint(acme.MissingEffects) != "[payment:1512345678:EFT3001]" {
-		t.Fatalf("payer 1512345678 since June 6: %+v", acme)
+	if err := st.PutReconcileDay(ctx, store.ReconcileDay{Day: june8, Version: 0, Body: days[1].Body, FoldedAt: now}); err != nil {
+		t.Fatal(err)
 	}
+	if got, err := st.ReconcileDays(ctx, june8, at(9, 0)); err != nil || len(got) != 1 || got[0].Version != DayVersion {
+		t.Fatalf("rollup of June 8 after an older one was put: %+v, %v", got, err)
+	}
+	deleteDay(t, st, june8)
+	if n, err := FoldClosed(ctx, st, now, keep, 1000); err != nil || n != 4 {
+		t.Fatalf("folded %d days (June 7, 8 and the two unsettled): %v", n, err)
+	}
+	compare("folded again")
+
+	// A payment committed into a folded day after its fold, as by a
+	// poller whose clock is behind: counted once the day is folded again
+	// (it closed less than Settle ago).
+	ingestAt(t, st, "e1.835", era(t, "EFT5001", 5001), at(10, 22))
+	if p := payer(at(5, 0)); p.Enqueued != 3 {
+		t.Fatalf("a payment committed after its day was folded counted before its fold: %+v", p)
+	}
+	if n, err := FoldClosed(ctx, st, now, keep, 1000); err != nil || n != 2 {
+		t.Fatalf("folded %d days: %v", n, err)
+	}
+	if p := payer(at(5, 0)); p.Enqueued != 4 {
+		t.Fatalf("a payment committed after its day was folded, folded again: %+v", p)
+	}
+	compare("a late payment folded")
 
 	// Delivery after the fold: dead rows of folded days replayed, some
 	// delivered, one discarded.
@@ -191,25 +288,30 @@ func testDayRollupsMatchLive(t *testing.T, st store.Store, now time.Time) {
 		t.Fatalf("replayed %d: %v", n, err)
 	}
 	compare("replayed")
-	rows, err := st.Claim(ctx, now, []string{"ledger"}, 1000, time.Minute)
-	if err != nil || len(rows) < 2 {
-		t.Fatalf("claimed %d: %v", len(rows), err)
-	}
-	var done []outbox.Completion
-	for _, r := range rows {
-		done = append(done, outbox.Completion{ID: r.ID, Token: r.LeaseToken, HTTPStatus: 200})
-	}
-	if _, err := st.CompleteMany(ctx, done, now); err != nil {
-		t.Fatal(err)
-	}
-	compare("delivered")
+	deliver("ledger")
+	compare("replayed and delivered")
 
 	// Retention prunes the rollups of the days it prunes.
 	if _, err := st.Prune(ctx, at(8, 6), 1000); err != nil {
 		t.Fatal(err)
 	}
-	days, err := st.ReconcileDays(ctx, at(1, 0), at(12, 0))
-	if err != nil || len(days) == 0 || days[0].Day.Before(at(8, 0)) {
-		t.Fatalf("rollups after pruning before June 8: %d, first %v, %v", len(days), days[0].Day, err)
+	days, err = st.ReconcileDays(ctx, at(1, 0), at(12, 0))
+	if err != nil || len(days) != 3 || !days[0].Day.Equal(june8) {
+		t.Fatalf("rollups after pruning before June 8, 06:00: %+v, %v", days, err)
+	}
+}
+
+// deleteDay deletes a day's rollup, as a store that never folded it.
+func deleteDay(t *testing.T, st store.Store, day time.Time) {
+	t.Helper()
+	var err error
+	switch s := st.(type) {
+	case *sqlite.Store:
+		_, err = s.DB().Exec(`DELETE FROM reconcile_day WHERE day = ?`, day.Format(time.DateOnly))
+	case *postgres.Store:
+		_, err = s.Pool().Exec(context.Background(), `DELETE FROM reconcile_day WHERE day = $1`, day)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

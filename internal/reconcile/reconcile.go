@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12"
 )
@@ -122,36 +121,19 @@ func Run(ctx context.Context, r store.Reconciler, since time.Time, stuckAfter ti
 }
 
 // matcher matches, key by key, the payments parsed in a stretch of time
-// with those enqueued and delivered, and totals them per payer (a
-// stretch).
+// with those enqueued, and totals them per payer (a stretch). A payment
+// with a row created before the stretch is not the stretch's: a
+// regenerated 835, or a row for a sink its route gained, counts where its
+// first row was created.
 type matcher struct {
 	st *stretch
 	// The key being read: its first readable summary (a regenerated
 	// document is parsed twice but is one payment: each business key
-	// counts once) and its effect.
+	// counts once), its effect, and whether it has a row before.
 	key    string
 	parsed *summary
-	effect *effect
-	// orphans are the keys parsed in the stretch with no payment row in
-	// it, counted once resolved: a key whose row came before the stretch
-	// is a regenerated document of a payment enqueued then, and counts
-	// there; any other is a missing effect.
-	orphans []orphan
-}
-
-type orphan struct {
-	key string
-	s   summary
-}
-
-// effect is a payment's outbox rows: one per sink of its route, all under
-// its effect key. It is enqueued once, and delivered when it is delivered
-// at every sink that has a row of it (at a sink with two rows, kept by
-// migration 0014, by either; dead and stuck rows are counted of every
-// sink).
-type effect struct {
-	payload payload
-	sinks   map[string]bool // delivered there
+	effect *payload
+	before bool
 }
 
 // add reads one fact; a new key first totals the last. Facts out of
@@ -165,6 +147,7 @@ func (m *matcher) add(pf store.PaymentFact) error {
 		m.flush()
 		m.key = pf.Key
 	}
+	m.before = m.before || pf.Before
 	if p := pf.Parsed; p != nil && m.parsed == nil {
 		var s summary
 		if err := json.Unmarshal(p.Summary, &s); err == nil && s.PayerID != "" &&
@@ -172,15 +155,10 @@ func (m *matcher) add(pf store.PaymentFact) error {
 			m.parsed = &s
 		}
 	}
-	if e := pf.Enqueued; e != nil {
-		if m.effect == nil {
-			amount, ok := enqueuedAmount(e)
-			if !ok {
-				return nil // an unreadable row; the key's next may be read
-			}
-			m.effect = &effect{payload: payload{PayerID: e.PayerID, Amount: amount}, sinks: map[string]bool{}}
+	if e := pf.Enqueued; e != nil && m.effect == nil {
+		if amount, ok := enqueuedAmount(e); ok { // else the key's next row may be read
+			m.effect = &payload{PayerID: e.PayerID, Amount: amount}
 		}
-		m.effect.sinks[e.Sink] = m.effect.sinks[e.Sink] || e.Status == outbox.StatusDelivered
 	}
 	return nil
 }
@@ -197,21 +175,15 @@ func enqueuedAmount(e *store.EnqueuedPayment) (x12.Money, bool) {
 
 // flush totals the key read.
 func (m *matcher) flush() {
-	if s := m.parsed; s != nil {
-		if m.effect == nil {
-			m.orphans = append(m.orphans, orphan{m.key, *s})
-		} else {
-			m.st.parsed(m.key, *s, false)
+	if !m.before {
+		if s := m.parsed; s != nil {
+			m.st.parsed(m.key, *s, m.effect == nil)
+		}
+		if ef := m.effect; ef != nil {
+			m.st.enqueued(m.key, *ef, m.parsed == nil)
 		}
 	}
-	if ef := m.effect; ef != nil {
-		delivered := true
-		for _, at := range ef.sinks {
-			delivered = delivered && at
-		}
-		m.st.enqueued(m.key, ef.payload, delivered, m.parsed == nil)
-	}
-	m.key, m.parsed, m.effect = "", nil, nil
+	m.key, m.parsed, m.effect, m.before = "", nil, nil, false
 }
 
 // Print writes the report as tables.

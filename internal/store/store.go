@@ -125,7 +125,8 @@ type Reconciler interface {
 	// day and status, stuck and dead rows, conflicts since a time.
 	ReconcileCounts(ctx context.Context, since, stuckBefore time.Time) (Facts, error)
 	// PaymentFacts streams to each the payments parsed or enqueued in
-	// [from, to), grouped by business key (PaymentFact): however long
+	// [from, to), grouped by business key (PaymentFact), each with
+	// whether its payment has a row created before from: however long
 	// the window, reconciliation holds one key's rows at a time and the
 	// store sorts the rest.
 	PaymentFacts(ctx context.Context, from, to time.Time, each func(PaymentFact) error) error
@@ -136,13 +137,15 @@ type Reconciler interface {
 	// UndeliveredPayments streams to each, as PaymentFacts streams
 	// enqueued payments but in no particular order, the payment.posted
 	// rows created in [from, to) that are not delivered at their sink
-	// (pending, in flight, dead or discarded): few, and read from a
-	// partial index of them.
+	// (pending, in flight, dead or discarded) while no other row of the
+	// payment is delivered there: few, and read from a partial index of
+	// them.
 	UndeliveredPayments(ctx context.Context, from, to time.Time, each func(PaymentFact) error) error
 	// ReconcileDays returns the day rollups stored for the UTC days that
 	// start in [from, to) (two midnights), oldest first.
 	ReconcileDays(ctx context.Context, from, to time.Time) ([]ReconcileDay, error)
-	// PutReconcileDay stores a day's rollup, replacing the one stored.
+	// PutReconcileDay stores a day's rollup, replacing the one stored
+	// unless that one has a later Version.
 	PutReconcileDay(ctx context.Context, d ReconcileDay) error
 }
 
@@ -163,6 +166,8 @@ type ReconcileDay struct {
 	Day     time.Time // midnight UTC
 	Version int
 	Body    []byte
+	// FoldedAt is when it was folded, by the folding replica's clock.
+	FoldedAt time.Time
 }
 
 // PaymentFact is one row of the payments ReconcileFacts streams: a
@@ -175,6 +180,9 @@ type PaymentFact struct {
 	Key      string
 	Parsed   *ParsedPayment
 	Enqueued *EnqueuedPayment
+	// Before: the payment has a payment.posted row created before the
+	// window's start (by its effect key).
+	Before bool
 }
 
 // CollectFacts returns each, or when it is nil a function that appends
@@ -293,8 +301,9 @@ type Store interface {
 	// ingestion, and numbers may be skipped (X12 allows gaps).
 	NextControlNumber(ctx context.Context, sender string) (int64, error)
 	// Prune deletes, in batches of batch rows, inbox rows and sightings
-	// created before keysBefore, day rollups of days before it, delivered or discarded outbox rows last
-	// updated before it, and ledger rows of files that post-processing
+	// created before keysBefore, the rollups of days that ended by then,
+	// delivered or discarded outbox rows last updated before it, and
+	// ledger rows of files that post-processing
 	// removed from their drop. Dead rows stay until an operator resolves
 	// them; ledger rows of files still in a drop stay, or the poller would
 	// fetch them again after their keys are gone.

@@ -1809,7 +1809,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 	if err := s.pruneLocks(ctx, before, batch); err != nil {
 		return total, err
 	}
-	// The rollups of days whose rows are gone: one a day.
+	// The rollups of days that ended before the cutoff: one a day.
 	tag, err := s.pool.Exec(ctx, `DELETE FROM reconcile_day WHERE day < $1`, store.DayStart(before))
 	return total + int(tag.RowsAffected()), err
 }

@@ -1520,7 +1520,7 @@ func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int, er
 	if err != nil {
 		return total, err
 	}
-	// The rollups of days whose rows are gone: one a day.
+	// The rollups of days that ended before the cutoff: one a day.
 	res, err := s.db.ExecContext(ctx, `DELETE FROM reconcile_day WHERE day < ?`, dayText(before))
 	if err != nil {
 		return total, err

@@ -112,6 +112,9 @@ func live(ctx context.Context, r store.Reconciler, from, to time.Time) (*stretch
 		return nil, err
 	}
 	m.flush()
+	if err := m.resolve(ctx, r, from); err != nil {
+		return nil, err
+	}
 	return m.st, nil
 }
 

@@ -134,6 +134,14 @@ type matcher struct {
 	parsed *summary
 	effect *payload
 	before bool
+	// orphans are the keys parsed with no row in the stretch, counted
+	// once it is known whether they have a row before (resolve).
+	orphans []orphan
+}
+
+type orphan struct {
+	key string
+	s   summary
 }
 
 // add reads one fact; a new key first totals the last. Facts out of
@@ -175,15 +183,38 @@ func enqueuedAmount(e *store.EnqueuedPayment) (x12.Money, bool) {
 
 // flush totals the key read.
 func (m *matcher) flush() {
-	if !m.before {
-		if s := m.parsed; s != nil {
-			m.st.parsed(m.key, *s, m.effect == nil)
+	switch s, ef := m.parsed, m.effect; {
+	case m.before:
+	case ef == nil && s != nil:
+		m.orphans = append(m.orphans, orphan{m.key, *s})
+	case ef != nil:
+		if s != nil {
+			m.st.parsed(m.key, *s, false)
 		}
-		if ef := m.effect; ef != nil {
-			m.st.enqueued(m.key, *ef, m.parsed == nil)
-		}
+		m.st.enqueued(m.key, *ef, s == nil)
 	}
 	m.key, m.parsed, m.effect, m.before = "", nil, nil, false
+}
+
+// resolve counts the orphans of a stretch that starts at from: a key with
+// a row before is a regenerated document of a payment counted there, any
+// other a missing effect.
+func (m *matcher) resolve(ctx context.Context, r store.Reconciler, from time.Time) error {
+	keys := make([]string, len(m.orphans))
+	for i, o := range m.orphans {
+		keys[i] = o.key
+	}
+	before, err := enqueuedBefore(ctx, r, keys, from)
+	if err != nil {
+		return err
+	}
+	for _, o := range m.orphans {
+		if !before[o.key] {
+			m.st.parsed(o.key, o.s, true)
+		}
+	}
+	m.orphans = nil
+	return nil
 }
 
 // Print writes the report as tables.

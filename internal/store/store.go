@@ -125,10 +125,10 @@ type Reconciler interface {
 	// day and status, stuck and dead rows, conflicts since a time.
 	ReconcileCounts(ctx context.Context, since, stuckBefore time.Time) (Facts, error)
 	// PaymentFacts streams to each the payments parsed or enqueued in
-	// [from, to), grouped by business key (PaymentFact), each with
-	// whether its payment has a row created before from: however long
-	// the window, reconciliation holds one key's rows at a time and the
-	// store sorts the rest.
+	// [from, to), grouped by business key (PaymentFact), each payment
+	// row with whether its payment has a row created before from:
+	// however long the window, reconciliation holds one key's rows at a
+	// time and the store sorts the rest.
 	PaymentFacts(ctx context.Context, from, to time.Time, each func(PaymentFact) error) error
 	// PaymentsEnqueuedBefore returns which of the business keys have a
 	// payment.posted row created before a time (by its effect key: a row
@@ -180,8 +180,8 @@ type PaymentFact struct {
 	Key      string
 	Parsed   *ParsedPayment
 	Enqueued *EnqueuedPayment
-	// Before: the payment has a payment.posted row created before the
-	// window's start (by its effect key).
+	// Before, of an enqueued payment: the payment has a payment.posted
+	// row created before the window's start (by its effect key).
 	Before bool
 }
 

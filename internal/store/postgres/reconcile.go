@@ -148,18 +148,17 @@ const paymentRowsSQL = `SELECT x.k, 1 AS src, NULL AS inbox_key, NULL::jsonb AS 
 	WHERE o.kind = 'payment.posted'`
 
 // reconcilePaymentsSQL reads the summaries of the processed 835 sets and
-// the payment rows created in [$1, $2), in store.PaymentFact's order:
+// the payment rows created in [$1, $2), in store.PaymentFact's order (a
+// summary's Before is false: the few keys parsed with no row in the
+// window are looked up after, PaymentsEnqueuedBefore):
 // sorted by the database (spilling to disk past work_mem), so that
 // reconciliation of a quarter holds one key's rows at a time.
 const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload, before FROM (
-	SELECT p.k, 0 AS src, p.key AS inbox_key, p.summary, NULL AS sink, NULL AS status, NULL AS payer,
-		NULL AS amount, NULL::bytea AS payload,
-		(SELECT true FROM outbox b WHERE b.effect_key = p.k AND b.kind = 'payment.posted'
-		 AND b.created_at < $1 LIMIT 1) IS NOT NULL AS before, p.created_at AS t, 0::bigint AS id
-	FROM (SELECT 'payment:' || (summary->>'payer_id') || ':' || coalesce(summary->>'trace_number', '') AS k,
-			key, summary, created_at
-		FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= $1 AND created_at < $2
-			AND summary->>'payer_id' <> '') p
+	SELECT 'payment:' || (summary->>'payer_id') || ':' || coalesce(summary->>'trace_number', '') AS k, 0 AS src,
+		key AS inbox_key, summary, NULL AS sink, NULL AS status, NULL AS payer, NULL AS amount, NULL::bytea AS payload,
+		false AS before, created_at AS t, 0::bigint AS id
+	FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= $1 AND created_at < $2
+		AND summary->>'payer_id' <> ''
 	UNION ALL
 	` + paymentRowsSQL + ` AND o.created_at >= $1 AND o.created_at < $2) f
 	ORDER BY k COLLATE "C", src, t, id`

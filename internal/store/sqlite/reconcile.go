@@ -142,14 +142,14 @@ const paymentRowsSQL = `SELECT r.k, 1 AS src, NULL AS inbox_key, NULL AS summary
 		WHERE o.kind = 'payment.posted' AND o.created_at >= ?1 AND o.created_at < ?2`
 
 // reconcilePaymentsSQL reads the summaries of processed 835 sets and the
-// payment rows created in [?1, ?2), in store.PaymentFact's order: sorted
+// payment rows created in [?1, ?2), in store.PaymentFact's order (a
+// summary's Before is false: the few keys parsed with no row in the
+// window are looked up after, PaymentsEnqueuedBefore): sorted
 // by SQLite (in its temporary files past its cache), so that
 // reconciliation of a quarter holds one key's rows at a time.
 const reconcilePaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status, payer, amount, payload, before FROM (
 	SELECT 'payment:' || p || ':' || coalesce(tr, '') AS k, 0 AS src, key AS inbox_key, summary, NULL AS sink,
-		NULL AS status, NULL AS payer, NULL AS amount, NULL AS payload,
-		EXISTS (SELECT 1 FROM outbox b WHERE b.effect_key = 'payment:' || p || ':' || coalesce(tr, '')
-		        AND b.kind = 'payment.posted' AND b.created_at < ?1) AS before, created_at AS t, 0 AS id
+		NULL AS status, NULL AS payer, NULL AS amount, NULL AS payload, 0 AS before, created_at AS t, 0 AS id
 	FROM (SELECT key, summary, created_at, CASE WHEN json_valid(summary) THEN summary ->> '$.payer_id' END AS p,
 			CASE WHEN json_valid(summary) THEN summary ->> '$.trace_number' END AS tr
 		FROM inbox WHERE set_type = '835' AND status = 'processed' AND created_at >= ?1 AND created_at < ?2

@@ -27,12 +27,13 @@ const day = 24 * time.Hour
 // A day's rollup is what its payments total to per payer (parsed and
 // enqueued, counts and amounts) and the keys behind its divergences. Each
 // business key counts where its first payment row was created; a key with
-// none counts each day it was parsed (a missing effect parsed on two days
-// is counted once when the days are read together, and not at all once a
-// later document enqueued it). Delivery is not folded: a payment is
-// delivered once no row of it is still to deliver, and those rows are few
-// and indexed (store.Reconciler.UndeliveredPayments), so every
-// reconciliation reads them as they are.
+// no row that day and none before counts each day it was parsed (a
+// missing effect parsed on two days is counted once when the days are
+// read together, and not at all once a later document enqueued it).
+// Delivery is not folded: a payment is delivered once no row of it is
+// still to deliver, and those rows are few and indexed
+// (store.Reconciler.UndeliveredPayments), so every reconciliation reads
+// them as they are.
 
 // stretch is what the payments of a stretch of time total to, per payer,
 // with the summaries of its missing effects by key.
@@ -229,9 +230,14 @@ func (st *stretch) undelivered(ctx context.Context, r store.Reconciler, since ti
 			return nil // a row the matcher could not read either; the key's next may be read
 		}
 		seen[pf.Key] = true
-		py := st.payer(e.PayerID)
-		py.Delivered--
-		py.DeliveredAmount = py.DeliveredAmount.Sub(amount)
+		// A payment committed after the stretch that holds it was read
+		// is here but not counted: its payer may be unknown, or have no
+		// payment delivered to take it from. It is counted by the next
+		// reconciliation.
+		if py := st.payers[e.PayerID]; py != nil && py.Delivered > 0 {
+			py.Delivered--
+			py.DeliveredAmount = py.DeliveredAmount.Sub(amount)
+		}
 		return nil
 	})
 }

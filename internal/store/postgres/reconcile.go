@@ -172,7 +172,7 @@ const undeliveredPaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status,
 		AND (SELECT true FROM outbox d WHERE d.effect_key IN (x.k, '@' || o.sink || ':' || x.k)
 		     AND d.sink = o.sink AND d.status = 'delivered' LIMIT 1) IS NULL) f`
 
-// scanPaymentFact scans a row of reconcilePaymentsSQL.
+// scanPaymentFact scans a row of reconcilePaymentsSQL or undeliveredPaymentsSQL.
 func scanPaymentFact(r store.Rows) (store.PaymentFact, error) {
 	var pf store.PaymentFact
 	var src int

@@ -168,7 +168,7 @@ const undeliveredPaymentsSQL = `SELECT k, src, inbox_key, summary, sink, status,
 	WHERE NOT EXISTS (SELECT 1 FROM outbox d WHERE d.effect_key IN (r.k, '@' || r.sink || ':' || r.k)
 	                  AND d.sink = r.sink AND d.status = 'delivered'))`
 
-// scanPaymentFact scans a row of reconcilePaymentsSQL.
+// scanPaymentFact scans a row of reconcilePaymentsSQL or undeliveredPaymentsSQL.
 func scanPaymentFact(r store.Rows) (store.PaymentFact, error) {
 	var pf store.PaymentFact
 	var src int

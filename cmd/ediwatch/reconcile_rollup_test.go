@@ -10,7 +10,6 @@ import (
 
 	"github.com/ediwatch/ediwatch/internal/reconcile"
 	"github.com/ediwatch/ediwatch/internal/store/history"
-	"github.com/ediwatch/ediwatch/internal/store/sqlite"
 )
 
 // TestReconcileReadsRollupsOrRows: `ediwatch reconcile` reads the closed
@@ -21,14 +20,8 @@ func TestReconcileReadsRollupsOrRows(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "e.db")
 	cfg := writeConfig(t, fmt.Sprintf("store: {driver: sqlite, dsn: %q}", "file:"+db))
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC()
+	st := storeWithClaims(t, db, now)
 	if err := history.SQLite(ctx, st.DB(), 2000, 6, now, nil); err != nil {
 		t.Fatal(err)
 	}

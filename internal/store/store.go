@@ -57,7 +57,7 @@ type Leases interface {
 type Facts struct {
 	// Parsed holds the summaries of processed 835 sets that name a payer
 	// (no patient data) and Enqueued the payment.posted outbox rows, when
-	// ReconcileFacts collects them (CollectFacts).
+	// ReadFacts collects them.
 	Parsed   []ParsedPayment
 	Enqueued []EnqueuedPayment
 	// Files counts ledger rows per source, day (UTC) and status.
@@ -115,12 +115,6 @@ type FileDay struct {
 
 // Reconciler reads what reconciliation compares.
 type Reconciler interface {
-	// ReconcileFacts reads what reconciliation compares since a time:
-	// ReconcileCounts and the payments of PaymentFacts from since on.
-	// With each set, it streams the payments to each and leaves
-	// Facts.Parsed and Enqueued empty; with each nil it collects them
-	// into Facts.
-	ReconcileFacts(ctx context.Context, since, stuckBefore time.Time, each func(PaymentFact) error) (Facts, error)
 	// ReconcileCounts reads Facts less the payments: files per source,
 	// day and status, stuck and dead rows, conflicts since a time.
 	ReconcileCounts(ctx context.Context, since, stuckBefore time.Time) (Facts, error)
@@ -170,7 +164,7 @@ type ReconcileDay struct {
 	FoldedAt time.Time
 }
 
-// PaymentFact is one row of the payments ReconcileFacts streams: a
+// PaymentFact is one row of the payments PaymentFacts streams: a
 // processed 835 set's summary (Parsed) or a payment.posted outbox row
 // (Enqueued), under its business key Key ("payment:{payer}:{trace}": a
 // summary's payer_id and trace_number, a row's effect key less its
@@ -185,13 +179,16 @@ type PaymentFact struct {
 	Before bool
 }
 
-// CollectFacts returns each, or when it is nil a function that appends
-// every fact to f.Parsed and f.Enqueued: ReconcileFacts's two modes.
-func CollectFacts(f *Facts, each func(PaymentFact) error) func(PaymentFact) error {
-	if each != nil {
-		return each
+// ReadFacts reads, for tests and tools, everything reconciliation since
+// a time compares, its payments collected into Facts.Parsed and
+// Facts.Enqueued: ReconcileCounts and the payments of PaymentFacts from
+// since on.
+func ReadFacts(ctx context.Context, r Reconciler, since, stuckBefore time.Time) (Facts, error) {
+	f, err := r.ReconcileCounts(ctx, since, stuckBefore)
+	if err != nil {
+		return f, err
 	}
-	return func(pf PaymentFact) error {
+	err = r.PaymentFacts(ctx, since, EndOfTime, func(pf PaymentFact) error {
 		if pf.Parsed != nil {
 			f.Parsed = append(f.Parsed, *pf.Parsed)
 		}
@@ -199,7 +196,8 @@ func CollectFacts(f *Facts, each func(PaymentFact) error) func(PaymentFact) erro
 			f.Enqueued = append(f.Enqueued, *pf.Enqueued)
 		}
 		return nil
-	}
+	})
+	return f, err
 }
 
 // Counts are row counts for tests, metrics and reconciliation.

@@ -108,7 +108,7 @@ func TestPayloadStoredAsJSONBBeforeMigration0011(t *testing.T) {
 			t.Errorf("outbox row %s: payload %s (%v)", r.EffectKey, got.Payload, err)
 		}
 	}
-	facts, err := s.ReconcileFacts(ctx, t0.Add(-time.Hour), t0.Add(-time.Hour), nil)
+	facts, err := store.ReadFacts(ctx, s, t0.Add(-time.Hour), t0.Add(-time.Hour))
 	if err != nil || len(facts.Enqueued) != 1 || facts.Enqueued[0].Amount != "1.50" {
 		t.Fatalf("reconcile facts: %+v %v", facts.Enqueued, err)
 	}

@@ -10,17 +10,6 @@ import (
 	"github.com/ediwatch/ediwatch/internal/store"
 )
 
-// ReconcileFacts implements store.Reconciler.
-func (s *Store) ReconcileFacts(ctx context.Context, since, stuckBefore time.Time,
-	each func(store.PaymentFact) error) (store.Facts, error) {
-	f, err := s.ReconcileCounts(ctx, since, stuckBefore)
-	if err != nil {
-		return f, err
-	}
-	err = s.PaymentFacts(ctx, since, store.EndOfTime, store.CollectFacts(&f, each))
-	return f, err
-}
-
 // ReconcileCounts implements store.Reconciler.
 func (s *Store) ReconcileCounts(ctx context.Context, since, stuckBefore time.Time) (store.Facts, error) {
 	var f store.Facts

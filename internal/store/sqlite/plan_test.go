@@ -141,7 +141,7 @@ func TestNoPeriodicOrInteractiveStatementReadsAllHistory(t *testing.T) {
 		call func() error
 	}{
 		{"Stats", func() error { _, err := s.Stats(ctx, now); return err }},
-		{"ReconcileFacts", func() error { _, err := s.ReconcileFacts(ctx, day, now.Add(-time.Hour), nil); return err }},
+		{"Reconcile24h", func() error { _, err := reconcile.Run(ctx, s, day, time.Hour, now); return err }},
 		{"LastFileTimes", func() error { _, err := s.LastFileTimes(ctx); return err }},
 		{"Activity", func() error { _, err := s.Activity(ctx, day); return err }},
 		{"AttemptStats", func() error { _, err := s.AttemptStats(ctx, now.Add(-time.Hour)); return err }},

@@ -336,7 +336,7 @@ func TestPayloadsArePackedAndRowsStoredBeforeStillRead(t *testing.T) {
 	if got["payment:1"] != string(payload) || got["payment:old"] != `{"amount":"1.00"}` {
 		t.Fatalf("claimed payloads %q", got)
 	}
-	f, err := s.ReconcileFacts(ctx, time.Unix(0, 0), now, nil)
+	f, err := store.ReadFacts(ctx, s, time.Unix(0, 0), now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -205,7 +205,7 @@ func testEffectConflict(t *testing.T, s store.Store) {
 			t.Errorf("the posted payment was replaced: %s", row.Payload)
 		}
 	}
-	f, err := s.ReconcileFacts(ctx, t0.Add(-1), t0, nil)
+	f, err := store.ReadFacts(ctx, s, t0.Add(-1), t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func testSecondIngestSameAsFull(t *testing.T, s store.Store) {
 			// content, which holds the scenario's trace numbers.
 			norm = append(norm, "ack "+n.Replace(k[:strings.LastIndex(k, ":")]))
 		}
-		f, err := s.ReconcileFacts(ctx, t0.Add(-time.Hour), t0, nil)
+		f, err := store.ReadFacts(ctx, s, t0.Add(-time.Hour), t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func testClaimLookupChanged(t *testing.T, s store.Store, change func(ctx context
 	if writes != 2 || r.Count(inbox.BusinessDuplicate) != changedSets {
 		t.Fatalf("%d writes; outcomes %+v", writes, r.Sets[:3])
 	}
-	f, err := s.ReconcileFacts(ctx, t0.Add(-time.Hour), t0, nil)
+	f, err := store.ReadFacts(ctx, s, t0.Add(-time.Hour), t0)
 	if err != nil {
 		t.Fatal(err)
 	}

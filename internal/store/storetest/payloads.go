@@ -108,7 +108,7 @@ func testPrunePayloads(t *testing.T, s store.Store) {
 // effect key, sink, status, payer and amount, one line a row, in order.
 func totals(t *testing.T, s store.Store) string {
 	t.Helper()
-	f, err := s.ReconcileFacts(context.Background(), time.Unix(0, 0), t0, nil)
+	f, err := store.ReadFacts(context.Background(), s, time.Unix(0, 0), t0)
 	if err != nil {
 		t.Fatal(err)
 	}

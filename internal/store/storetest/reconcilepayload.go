@@ -45,7 +45,7 @@ func ReconcileReadsNoPayload(t *testing.T, s store.Store, payloads func(ctx cont
 	if err := corrupt(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f, err := s.ReconcileFacts(ctx, now.Add(-time.Hour), now.Add(-time.Hour), nil)
+	f, err := store.ReadFacts(ctx, s, now.Add(-time.Hour), now.Add(-time.Hour))
 	if err != nil {
 		t.Fatalf("reconcile facts read a payload: %v", err)
 	}

@@ -18,7 +18,7 @@ import (
 // (progressStore, as `ediwatch run` wraps it) ingests into SQLite a file
 // written while it is parsed (inbox.Options.PipeFrom 1), its 999 included:
 // the wrapped ingestion still hands the parse its control numbers
-// (inbox.Ingestion.NextControlNumber), so the parse never reserves them from the
+// (inbox.Ingestion.NextControlNumbers), so the parse never reserves them from the
 // store, whose write lock that very ingestion holds.
 func TestProgressStoreIngestsAFileWrittenWhileParsed(t *testing.T) {
 	ctx := context.Background()

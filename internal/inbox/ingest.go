@@ -80,6 +80,18 @@ func (r *Report) Count(o Outcome) int { return count(r.Sets, o) }
 // ControlNumberStore allocates control numbers; store.Store does.
 type ControlNumberStore interface {
 	NextControlNumber(ctx context.Context, sender string) (int64, error)
+	// ControlNumbersBesideIngestions reports whether NextControlNumber
+	// never waits for one of the store's ingestions under way
+	// (PostgreSQL reserves on a connection apart from the pool): the
+	// parse of a file whose write has begun then takes its numbers from
+	// the store instead of asking the write, which answers only once it
+	// has caught up with the parse.
+	ControlNumbersBesideIngestions() bool
+	// KeepControlNumbers takes back [next, end) of sender: numbers an
+	// ingestion reserved and committed (Ingestion.NextControlNumbers)
+	// and its file left unused, to hand out next if every number handed
+	// out before is lower; else they are a gap.
+	KeepControlNumbers(sender string, next, end int64)
 }
 
 // Ingest records the file r, described by f, in one transaction. On error
@@ -104,9 +116,12 @@ type ControlNumberStore interface {
 // both, and its records are never all held, in memory or on disk. The
 // lock or connection is held from then on: the write, the slower phase,
 // keeps up with the parse. The parse's acknowledgments then take their
-// control numbers from the write (Ingestion.NextControlNumber; SQLite's in
-// its transaction, since the store's reservation would wait for the write
-// lock it holds), asked through the pipe. A write rolled back as transient
+// control numbers from the store when its numbers never wait for the
+// write (ControlNumberStore.ControlNumbersBesideIngestions), else from
+// the write, in blocks asked
+// through the pipe (Ingestion.NextControlNumbers; SQLite's in its
+// transaction, since the store's reservation would wait for the write
+// lock it holds). A write rolled back as transient
 // is retried by parsing the file again (its records were not kept).
 //
 // Duplicates are cheap: when the store implements ClaimLookup and the file
@@ -190,7 +205,11 @@ func ingest(ctx context.Context, opts Options, numbers ControlNumberStore, f *Fi
 	sp.overflow = pl.start
 	err := parse(ctx, opts, cn, r, sp, lookup, p, pl)
 	if pl.started {
-		return pl.finish(sp, err)
+		res, err := pl.finish(sp, err)
+		if err == nil {
+			cn.keepUnused()
+		}
+		return res, err
 	}
 	if err != nil {
 		return nil, err
@@ -243,8 +262,8 @@ type pipeline struct {
 
 	started bool
 	pw      *io.PipeWriter
-	// answer carries each control number the write gives the parse
-	// (Ingestion.NextControlNumber).
+	// answer carries each block of control numbers the write gives the
+	// parse (Ingestion.NextControlNumbers).
 	answer chan numberAnswer
 	// done is closed when the write has returned, with its outcome in
 	// res and err.
@@ -254,8 +273,8 @@ type pipeline struct {
 }
 
 type numberAnswer struct {
-	n   int64
-	err error
+	first, end int64
+	err        error
 }
 
 // start is the spill's overflow: on the parse's goroutine, it begins the
@@ -305,11 +324,14 @@ func errWriteEnded(err error) error {
 	return errors.New("ingest: write: committed before the parse ended")
 }
 
-// number answers a control number request of the parse, in the
-// ingestion's transaction.
-func (pl *pipeline) number(ctx context.Context, ing Ingestion, sender string) error {
-	n, err := ing.NextControlNumber(ctx, sender)
-	pl.answer <- numberAnswer{n, err}
+// number answers a request of the parse for up to n control numbers, in
+// the ingestion's transaction.
+func (pl *pipeline) number(ctx context.Context, ing Ingestion, sender string, n int64) error {
+	first, end, err := ing.NextControlNumbers(ctx, sender, n)
+	if err == nil && (end <= first || end-first > n) {
+		err = fmt.Errorf("ingest: control numbers [%d, %d) of %s asked for %d", first, end, sender, n)
+	}
+	pl.answer <- numberAnswer{first, end, err}
 	return err
 }
 
@@ -340,32 +362,76 @@ func (pl *pipeline) finish(sp *spill, parseErr error) (*Report, error) {
 }
 
 // pipedNumbers gives the parse its control numbers: from the store, or,
-// once its write is begun, from that write (Ingestion.NextControlNumber),
-// asked through the pipe after the records before.
+// once its write is begun, from that write (Ingestion.NextControlNumbers),
+// asked through the pipe after the records before, unless the store's
+// numbers never wait for the write (ControlNumbersBesideIngestions).
+//
+// The write answers once it has written every record before the request,
+// so the parse waits for the write to catch up: once per acknowledgment, a
+// file of many interchanges would parse and write by turns instead of
+// together. It asks for blocks instead, each twice the last, up to
+// pipedBlockMax, and keeps what it leaves of them for the store
+// (keepUnused).
 type pipedNumbers struct {
-	store ControlNumberStore
-	sp    *spill
-	pl    *pipeline
+	store  ControlNumberStore
+	sp     *spill
+	pl     *pipeline
+	blocks map[string]*pipedBlock
 }
+
+type pipedBlock struct{ next, end, size int64 }
+
+// pipedBlockMax bounds the control numbers asked of a write at once.
+const pipedBlockMax = 64
 
 // Next implements ack.ControlNumbers.
 func (c *pipedNumbers) Next(ctx context.Context, sender string) (int64, error) {
 	if c.pl == nil || !c.pl.started {
 		return c.store.NextControlNumber(ctx, sender)
 	}
-	if err := c.sp.putNumberRequest(sender); err != nil {
-		return 0, err
+	if c.store.ControlNumbersBesideIngestions() {
+		return c.store.NextControlNumber(ctx, sender)
 	}
-	select {
-	case a := <-c.pl.answer:
-		return a.n, a.err
-	case <-c.pl.done:
-		if c.pl.err != nil {
-			return 0, c.pl.err
+	b := c.blocks[sender]
+	if b == nil {
+		b = &pipedBlock{}
+		if c.blocks == nil {
+			c.blocks = map[string]*pipedBlock{}
 		}
-		return 0, errors.New("ingest: the write ended before it answered")
-	case <-ctx.Done():
-		return 0, ctx.Err()
+		c.blocks[sender] = b
+	}
+	if b.next >= b.end {
+		b.size = min(max(2*b.size, 1), pipedBlockMax)
+		if err := c.sp.putNumberRequest(sender, b.size); err != nil {
+			return 0, err
+		}
+		select {
+		case a := <-c.pl.answer:
+			if a.err != nil {
+				return 0, a.err
+			}
+			b.next, b.end = a.first, a.end
+		case <-c.pl.done:
+			if c.pl.err != nil {
+				return 0, c.pl.err
+			}
+			return 0, errors.New("ingest: the write ended before it answered")
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	n := b.next
+	b.next++
+	return n, nil
+}
+
+// keepUnused gives the store the numbers of the blocks the write reserved
+// that the parse left unused, once the write has committed them.
+func (c *pipedNumbers) keepUnused() {
+	for sender, b := range c.blocks {
+		if b.next < b.end {
+			c.store.KeepControlNumbers(sender, b.next, b.end)
+		}
 	}
 }
 
@@ -629,7 +695,7 @@ func write(ctx context.Context, opts Options, f FileInfo, p *parsed, sp *spill) 
 // feed adds the records of rd to ing: n of them, or, with n < 0, every
 // record to the end. A control number request is answered by number.
 func feed(ctx context.Context, ing Ingestion, rd *spillReader, n int,
-	number func(ctx context.Context, ing Ingestion, sender string) error) error {
+	number func(ctx context.Context, ing Ingestion, sender string, n int64) error) error {
 	for i := 0; n < 0 || i < n; i++ {
 		rec, err := rd.next()
 		if err == io.EOF && n < 0 {
@@ -647,7 +713,7 @@ func feed(ctx context.Context, ing Ingestion, rd *spillReader, n int,
 		case rec.Ack != nil:
 			err = ing.AddAck(ctx, *rec.Ack)
 		case rec.NumberFor != "" && number != nil:
-			err = number(ctx, ing, rec.NumberFor)
+			err = number(ctx, ing, rec.NumberFor, rec.Numbers)
 		default:
 			err = errors.New("ingest: read spill: a control number request outside a pipe")
 		}

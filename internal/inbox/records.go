@@ -158,16 +158,20 @@ func count[S interface{ outcome() Outcome }](sets []S, o Outcome) int {
 type Ingestion interface {
 	AddSet(ctx context.Context, s SetRecord) error
 	AddAck(ctx context.Context, e outbox.Effect) error
-	// NextControlNumber gives the file's acknowledgment a control number
-	// of sender while the ingestion is open: a write begun while its file
-	// is still parsed (Options.PipeFrom) numbers the parse's
-	// acknowledgments through it. A store whose reservation could wait for
-	// the ingestion (SQLite's one writer: the write lock it holds) takes
-	// it in the ingestion's transaction, so a rollback takes it back with
-	// the acknowledgment; another may reserve as ControlNumberStore does.
-	// Part of the contract, not an optional interface, so that no wrapper
-	// of an ingestion can hide it.
-	NextControlNumber(ctx context.Context, sender string) (int64, error)
+	// NextControlNumbers gives the file's acknowledgments up to n control
+	// numbers of sender while the ingestion is open, as the block
+	// [first, end), 0 < end-first <= n: a write begun while its file is
+	// still parsed (Options.PipeFrom) numbers the parse's
+	// acknowledgments through it, unless the store's own numbers never
+	// wait for an ingestion (ControlNumberStore). A store whose
+	// reservation could wait for the ingestion (SQLite's one writer: the
+	// write lock it holds) reserves them in the ingestion's transaction,
+	// so a rollback takes them back with the acknowledgments; once the
+	// ingestion has committed, those the parse left unused are given back
+	// (ControlNumberStore.KeepControlNumbers). Part of
+	// the contract, not an optional interface, so that no wrapper of an
+	// ingestion can hide it.
+	NextControlNumbers(ctx context.Context, sender string, n int64) (first, end int64, err error)
 	// Commit writes the file's ledger row with status and commits all of
 	// it in one transaction.
 	Commit(ctx context.Context, status FileStatus, lastError string) (*IngestResult, error)

@@ -37,11 +37,12 @@ type spill struct {
 }
 
 // spilled is one record of the spill: a set or an acknowledgment (or,
-// piped, a control number request: the sender it is for).
+// piped, a control number request: the sender it is for and how many).
 type spilled struct {
 	Set       *SetRecord
 	Ack       *outbox.Effect
 	NumberFor string
+	Numbers   int64
 }
 
 // Record tags and set flags of the encoding.
@@ -121,14 +122,14 @@ func (s *spill) appendEffect(b []byte, e outbox.Effect) []byte {
 	return appendStr(b, e.UnlessConflictIn)
 }
 
-// putNumberRequest appends a request for sender's next control number
-// to a piped spill and flushes it to the write, which answers once it has
-// written every record before it.
-func (s *spill) putNumberRequest(sender string) error {
+// putNumberRequest appends a request for up to n of sender's next control
+// numbers to a piped spill and flushes it to the write, which answers
+// once it has written every record before it.
+func (s *spill) putNumberRequest(sender string, n int64) error {
 	if !s.piped {
 		return errors.New("ingest: spill: a control number asked of a spill not piped")
 	}
-	b := appendStr(append(s.buf[:0], tagNumber), sender)
+	b := binary.AppendUvarint(appendStr(append(s.buf[:0], tagNumber), sender), uint64(n))
 	s.buf = b
 	if _, err := s.w.Write(b); err != nil {
 		return err
@@ -213,8 +214,9 @@ func (d *spillReader) next() (spilled, error) {
 		rec.Ack = &e
 	case tagNumber:
 		rec.NumberFor = d.str()
-		if rec.NumberFor == "" && d.err == nil {
-			d.err = errors.New("control number asked for no sender")
+		rec.Numbers = int64(d.uvarint())
+		if (rec.NumberFor == "" || rec.Numbers < 1) && d.err == nil {
+			d.err = errors.New("control numbers asked for no sender or none")
 		}
 	default:
 		return spilled{}, fmt.Errorf("ingest: read spill: unknown record tag %q", tag)

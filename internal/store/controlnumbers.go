@@ -72,6 +72,40 @@ func (c *ControlNumbers) TryNext(sender string) (int64, bool) {
 	return n, true
 }
 
+// TryTake is TryNext for up to n numbers: the block [first, end) of the
+// block this process holds, false when none is left or Next holds the
+// blocks.
+func (c *ControlNumbers) TryTake(sender string, n int64) (first, end int64, ok bool) {
+	if !c.mu.TryLock() {
+		return 0, 0, false
+	}
+	defer c.mu.Unlock()
+	b := c.blocks[sender]
+	if b == nil || b.next >= b.end || b.next > maxControlNumber {
+		return 0, 0, false
+	}
+	first, end = b.next, min(b.end, b.next+n, maxControlNumber+1)
+	b.next = end
+	return first, end, true
+}
+
+// Keep takes [next, end), numbers of sender this process reserved and
+// committed elsewhere (an ingestion's transaction) and left unused, as its
+// block, unless it still holds numbers of sender or has handed out one
+// past next (a block reserved since): the kept ones are then a gap, so
+// that every number is greater than those before it.
+func (c *ControlNumbers) Keep(sender string, next, end int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b := c.blocks[sender]; next >= end || (b != nil && (b.next < b.end || b.end > next)) {
+		return
+	}
+	if c.blocks == nil {
+		c.blocks = map[string]*controlBlock{}
+	}
+	c.blocks[sender] = &controlBlock{next: next, end: end}
+}
+
 // InRange reports an error for a control number past the nine digits of
 // ISA13.
 func InRange(sender string, n int64) error {

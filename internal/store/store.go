@@ -298,6 +298,10 @@ type Store interface {
 	// Store returned before for sender. It is never called inside an
 	// ingestion, and numbers may be skipped (X12 allows gaps).
 	NextControlNumber(ctx context.Context, sender string) (int64, error)
+	// ControlNumbersBesideIngestions and KeepControlNumbers are those of
+	// inbox.ControlNumberStore.
+	ControlNumbersBesideIngestions() bool
+	KeepControlNumbers(sender string, next, end int64)
 	// Prune deletes, in batches of batch rows, inbox rows and sightings
 	// created before keysBefore, the rollups of days that ended by then,
 	// delivered or discarded outbox rows last updated before it, and

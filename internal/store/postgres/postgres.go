@@ -611,12 +611,14 @@ const ackSQL = `INSERT INTO outbox (effect_key, kind, sink, ordering_key, inbox_
 	                             AND substr(key, 1, length($8)) = $8)
 	ON CONFLICT (effect_key, sink) DO NOTHING RETURNING effect_key`
 
-// NextControlNumber implements inbox.Ingestion: the store's own, from the
-// process's block or a reservation on the connection apart from the pool
-// (Store.side), which never waits for this ingestion: its transaction
-// does not touch control_number.
-func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
-	return in.st.NextControlNumber(ctx, sender)
+// NextControlNumbers implements inbox.Ingestion: one of the store's own,
+// from the process's block or a reservation on the connection apart from
+// the pool (Store.side), which never waits for this ingestion: its
+// transaction does not touch control_number
+// (ControlNumbersBesideIngestions).
+func (in *ingestion) NextControlNumbers(ctx context.Context, sender string, _ int64) (int64, int64, error) {
+	n, err := in.st.NextControlNumber(ctx, sender)
+	return n, n + 1, err
 }
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
@@ -1704,6 +1706,13 @@ func ingestErr(err error) error {
 func (s *Store) NextControlNumber(ctx context.Context, sender string) (int64, error) {
 	return s.ctl.Next(ctx, sender)
 }
+
+// ControlNumbersBesideIngestions implements store.Store: NextControlNumber
+// reserves on Store.side, never waiting for an ingestion.
+func (s *Store) ControlNumbersBesideIngestions() bool { return true }
+
+// KeepControlNumbers implements store.Store.
+func (s *Store) KeepControlNumbers(sender string, next, end int64) { s.ctl.Keep(sender, next, end) }
 
 // reserveControlNumbers advances sender's sequence by n: the block
 // store.ControlNumbers hands out.

@@ -37,7 +37,7 @@ type Store struct {
 	// pool of one: store.max_conns 1) the parse would wait for them without
 	// end. Reads never wait for SQLite's write lock, so the one connection
 	// is never held long. (Control numbers are writes: a parse whose write
-	// is open takes them through it, inbox.Ingestion.NextControlNumber.)
+	// is open takes them through it, inbox.Ingestion.NextControlNumbers.)
 	side *sql.DB
 	ctl  store.ControlNumbers
 	// lockAtBegin: a transaction takes the write lock when it begins
@@ -1404,20 +1404,28 @@ const reserveControlNumbers = `INSERT INTO control_number (sender, next) VALUES 
 	ON CONFLICT (sender) DO UPDATE SET next = control_number.next + ?
 	RETURNING next`
 
-// NextControlNumber implements inbox.Ingestion: a number of the
-// block this process holds, else one taken in the ingestion's transaction
-// (the store's own reservation would wait for the write lock this
-// ingestion holds). Never kept as a block: a rollback takes it back.
-func (in *ingestion) NextControlNumber(ctx context.Context, sender string) (int64, error) {
-	if n, ok := in.s.ctl.TryNext(sender); ok {
-		return n, nil
+// NextControlNumbers implements inbox.Ingestion: numbers of the block
+// this process holds, else n reserved in the ingestion's transaction (the
+// store's own reservation would wait for the write lock this ingestion
+// holds), so that a rollback takes them back; those left unused once it
+// has committed come back through KeepControlNumbers.
+func (in *ingestion) NextControlNumbers(ctx context.Context, sender string, n int64) (int64, int64, error) {
+	if first, end, ok := in.s.ctl.TryTake(sender, n); ok {
+		return first, end, nil
 	}
 	var end int64
-	if err := in.tx.QueryRowContext(ctx, reserveControlNumbers, sender, 1, 1).Scan(&end); err != nil {
-		return 0, fmt.Errorf("control number: %w", err)
+	if err := in.tx.QueryRowContext(ctx, reserveControlNumbers, sender, n, n).Scan(&end); err != nil {
+		return 0, 0, fmt.Errorf("control number: %w", err)
 	}
-	return end - 1, store.InRange(sender, end-1)
+	return end - n, end, store.InRange(sender, end-1)
 }
+
+// KeepControlNumbers implements store.Store.
+func (s *Store) KeepControlNumbers(sender string, next, end int64) { s.ctl.Keep(sender, next, end) }
+
+// ControlNumbersBesideIngestions implements store.Store: a reservation
+// waits for the write lock an ingestion holds.
+func (s *Store) ControlNumbersBesideIngestions() bool { return false }
 
 // FileStates implements inbox.Ledger.
 func (s *Store) FileStates(ctx context.Context, source string, paths []string) (map[string]inbox.FileState, error) {

@@ -284,6 +284,12 @@ type ingestion struct {
 	// since the last record of another kind, not recorded yet
 	// (flushClaimed).
 	claimed [][2]string
+	// heldAcks are the acknowledgments added while claimed was not
+	// empty, in order: each counts the key conflicts of its group, so it
+	// is written once the group's claimed sets are recorded, by the same
+	// flushClaimed (one statement for many interchanges' claimed sets
+	// instead of one for each).
+	heldAcks []outbox.Effect
 	// wal: the database is in WAL mode, read at begin (see rowContext).
 	wal bool
 	// conflicts counts the key conflicts recorded so far (sightings of
@@ -581,6 +587,21 @@ func (in *ingestion) flushClaimed(ctx context.Context) error {
 	if len(in.claimed) == 0 {
 		return nil
 	}
+	if err := in.recordClaimed(ctx); err != nil {
+		return err
+	}
+	held := in.heldAcks
+	in.heldAcks = nil
+	for _, e := range held {
+		if err := in.addAck(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordClaimed records the sets of in.claimed (flushClaimed).
+func (in *ingestion) recordClaimed(ctx context.Context) error {
 	group := in.claimed
 	in.claimed = nil
 	list, err := json.Marshal(group)
@@ -683,9 +704,16 @@ func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
 	if err := in.begin(ctx); err != nil {
 		return err
 	}
-	if err := in.flushClaimed(ctx); err != nil {
-		return err
+	if len(in.claimed) > 0 {
+		in.heldAcks = append(in.heldAcks, e)
+		return nil
 	}
+	return in.addAck(ctx, e)
+}
+
+// addAck writes e unless it is to be left out for a key conflict of its
+// group, once every claimed set before it is recorded.
+func (in *ingestion) addAck(ctx context.Context, e outbox.Effect) error {
 	if e.UnlessConflictIn != "" && in.conflicts > 0 {
 		var conflicts int
 		if err := in.queryRow(ctx, conflictsInGroupSQL,

@@ -3,14 +3,17 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ediwatch/ediwatch/internal/envelope"
 	"github.com/ediwatch/ediwatch/internal/inbox"
+	"github.com/ediwatch/ediwatch/internal/outbox"
 	"github.com/ediwatch/ediwatch/internal/store"
 	"github.com/ediwatch/ediwatch/internal/x12gen"
 )
@@ -422,5 +425,53 @@ func testCleanDuplicatesAcknowledgedAsBefore(t *testing.T, s store.Store) {
 	}
 	if c := counts(t, s); c.Outbox["pending"] != lookupSets+2 {
 		t.Errorf("outbox %v: want %d payments and two 999s", c.Outbox, lookupSets)
+	}
+}
+
+// testClaimedAcksPerGroup: the acknowledgments of a file whose sets are
+// all added as claimed, one group after another, are each left out only
+// for a key conflict in their own group, whichever later group has one,
+// and keep file order.
+func testClaimedAcksPerGroup(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	groups := []string{"G1", "G2", "G3"}
+	var first []inbox.SetRecord
+	for _, g := range groups {
+		first = append(first, inbox.SetRecord{Key: "x12:" + g + ":1", ContentHash: "h-" + g, Type: "835"})
+	}
+	addSets(t, s, "claimed-acks-first", first)
+	ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "again", Size: 1, MTime: t0, SHA256: "sha-again",
+		CorrelationID: "claimed-acks-again", Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ing.Rollback()
+	for _, g := range groups {
+		hash := "h-" + g
+		if g == "G2" {
+			hash = "other" // a key conflict
+		}
+		if err := ing.AddSet(ctx, inbox.SetRecord{Key: "x12:" + g + ":1", ContentHash: hash, Type: "835",
+			Claimed: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ing.AddAck(ctx, outbox.Effect{Kind: "ack.999", Key: "ack999:" + g, OrderingKey: "acks", Sink: "acks",
+			Hash: "a-" + g, Payload: json.RawMessage(`{}`), UnlessConflictIn: "x12:" + g + ":"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := ing.Commit(ctx, inbox.FileIngested, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []inbox.Outcome
+	for _, set := range r.Sets {
+		outcomes = append(outcomes, set.Outcome)
+	}
+	if !slices.Equal(outcomes, []inbox.Outcome{inbox.Duplicate, inbox.Conflict, inbox.Duplicate}) {
+		t.Errorf("outcomes %v, want duplicate, conflict, duplicate", outcomes)
+	}
+	if !slices.Equal(r.AckKeys, []string{"ack999:G1", "ack999:G3"}) {
+		t.Errorf("acknowledgments %v, want those of the groups without a key conflict", r.AckKeys)
 	}
 }

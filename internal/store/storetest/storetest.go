@@ -187,6 +187,7 @@ func Tests() map[string]func(*testing.T, store.Store) {
 		"OverlappingFilesConcurrently":        testOverlappingLargeFilesConcurrently,
 		"RunRepeatingItsOwnKeys":              testRunRepeatingItsOwnKeys,
 		"AckNumbersWhileWriting":              testAckNumbersWhileWriting,
+		"ClaimedAcksPerGroup":                 testClaimedAcksPerGroup,
 		"AckNumberWhileAReservationWaits":     testAckNumberWhileAReservationWaits,
 		"IngestWakesListeners":                testIngestWakesListeners,
 	}

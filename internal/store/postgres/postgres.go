@@ -296,6 +296,11 @@ type ingestion struct {
 	// sets are the sets added (not as claimed) since the last record of
 	// another kind, not queued yet (queueSets).
 	sets setRun
+	// heldAcks are the acknowledgments added while sets or claimed sets
+	// waited, in order: each checks the key conflicts of its group, so it
+	// is queued once the sets before it are (queueHeldAcks), and a file
+	// of many small groups still claims its sets in runs of setsPerRun.
+	heldAcks []outbox.Effect
 	// oneByOne: a previous write of this file was rolled back as
 	// transient (racedIngests); its sets are claimed one at a time.
 	oneByOne bool
@@ -421,8 +426,14 @@ func (in *ingestion) AddSet(ctx context.Context, r inbox.SetRecord) error {
 }
 
 // queueSets queues the statement claiming the sets added since the last
-// record of another kind, if any.
+// record of another kind, if any, then the acknowledgments held behind
+// them.
 func (in *ingestion) queueSets() {
+	in.queueSetRun()
+	in.queueHeldAcks()
+}
+
+func (in *ingestion) queueSetRun() {
 	run := &in.sets
 	if len(run.keys) == 0 {
 		return
@@ -504,7 +515,8 @@ func (in *ingestion) addClaimed(ctx context.Context, r inbox.SetRecord) error {
 }
 
 // queueClaimed queues the statement recording the sets added as claimed
-// since the last record of another kind, if any.
+// since the last record of another kind, if any, then the
+// acknowledgments held behind them.
 func (in *ingestion) queueClaimed() {
 	if len(in.claimedKeys) == 0 {
 		return
@@ -514,6 +526,20 @@ func (in *ingestion) queueClaimed() {
 	in.queued = append(in.queued, queued{kind: "claimed", keys: in.claimedKeys, hashes: in.claimedHashes})
 	in.records++
 	in.claimedKeys, in.claimedHashes = nil, nil
+	in.queueHeldAcks()
+}
+
+// queueHeldAcks queues the held acknowledgments once no set added before
+// them waits to be queued.
+func (in *ingestion) queueHeldAcks() {
+	if len(in.sets.keys) > 0 || len(in.claimedKeys) > 0 {
+		return
+	}
+	held := in.heldAcks
+	in.heldAcks = nil
+	for _, e := range held {
+		in.queueAck(e)
+	}
 }
 
 // beginTx opens the ingestion's explicit transaction, if not yet open.
@@ -622,15 +648,22 @@ func (in *ingestion) NextControlNumbers(ctx context.Context, sender string, _ in
 }
 
 func (in *ingestion) AddAck(ctx context.Context, e outbox.Effect) error {
-	in.queueClaimed()
-	in.queueSets()
+	if len(in.sets.keys) > 0 || len(in.claimedKeys) > 0 {
+		in.heldAcks = append(in.heldAcks, e)
+		return nil
+	}
+	in.queueAck(e)
+	return in.maybeFlush(ctx)
+}
+
+// queueAck queues e's row unless its group has a key conflict.
+func (in *ingestion) queueAck(e outbox.Effect) {
 	packed := e.StoredPayload()
 	in.batch.Queue(ackSQL, e.Key, e.Kind, e.Sink, e.OrderingKey, in.s.CorrelationID, packed, in.s.Now,
 		e.UnlessConflictIn, e.Hash)
 	in.queued = append(in.queued, queued{kind: "ack", key: e.Key})
 	in.records++
 	in.bytes += len(packed) + 200
-	return in.maybeFlush(ctx)
 }
 
 // maybeFlush sends the queued statements once they are many. The batch

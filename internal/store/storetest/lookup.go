@@ -428,20 +428,27 @@ func testCleanDuplicatesAcknowledgedAsBefore(t *testing.T, s store.Store) {
 	}
 }
 
-// testClaimedAcksPerGroup: the acknowledgments of a file whose sets are
-// all added as claimed, one group after another, are each left out only
-// for a key conflict in their own group, whichever later group has one,
-// and keep file order.
+// testClaimedAcksPerGroup: the acknowledgments of a file whose sets come
+// one group after another, added as claimed or with their payloads, are
+// each left out only for a key conflict in their own group, whichever
+// later group has one, and keep file order.
 func testClaimedAcksPerGroup(t *testing.T, s store.Store) {
+	for _, claimed := range []bool{true, false} {
+		t.Run(fmt.Sprint("claimed=", claimed), func(t *testing.T) { claimedAcksPerGroup(t, s, claimed) })
+	}
+}
+
+func claimedAcksPerGroup(t *testing.T, s store.Store, claimed bool) {
 	ctx := context.Background()
 	groups := []string{"G1", "G2", "G3"}
+	prefix := fmt.Sprintf("x12:%v", claimed)
 	var first []inbox.SetRecord
 	for _, g := range groups {
-		first = append(first, inbox.SetRecord{Key: "x12:" + g + ":1", ContentHash: "h-" + g, Type: "835"})
+		first = append(first, inbox.SetRecord{Key: prefix + g + ":1", ContentHash: "h-" + g, Type: "835"})
 	}
-	addSets(t, s, "claimed-acks-first", first)
+	addSets(t, s, prefix+"-first", first)
 	ing, err := s.BeginIngest(ctx, inbox.FileInfo{Source: "test", Path: "again", Size: 1, MTime: t0, SHA256: "sha-again",
-		CorrelationID: "claimed-acks-again", Now: t0})
+		CorrelationID: prefix + "-again", Now: t0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,12 +458,12 @@ func testClaimedAcksPerGroup(t *testing.T, s store.Store) {
 		if g == "G2" {
 			hash = "other" // a key conflict
 		}
-		if err := ing.AddSet(ctx, inbox.SetRecord{Key: "x12:" + g + ":1", ContentHash: hash, Type: "835",
-			Claimed: true}); err != nil {
+		if err := ing.AddSet(ctx, inbox.SetRecord{Key: prefix + g + ":1", ContentHash: hash, Type: "835",
+			Claimed: claimed}); err != nil {
 			t.Fatal(err)
 		}
-		if err := ing.AddAck(ctx, outbox.Effect{Kind: "ack.999", Key: "ack999:" + g, OrderingKey: "acks", Sink: "acks",
-			Hash: "a-" + g, Payload: json.RawMessage(`{}`), UnlessConflictIn: "x12:" + g + ":"}); err != nil {
+		if err := ing.AddAck(ctx, outbox.Effect{Kind: "ack.999", Key: prefix + "ack999:" + g, OrderingKey: "acks",
+			Sink: "acks", Hash: "a-" + g, Payload: json.RawMessage(`{}`), UnlessConflictIn: prefix + g + ":"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -471,7 +478,7 @@ func testClaimedAcksPerGroup(t *testing.T, s store.Store) {
 	if !slices.Equal(outcomes, []inbox.Outcome{inbox.Duplicate, inbox.Conflict, inbox.Duplicate}) {
 		t.Errorf("outcomes %v, want duplicate, conflict, duplicate", outcomes)
 	}
-	if !slices.Equal(r.AckKeys, []string{"ack999:G1", "ack999:G3"}) {
-		t.Errorf("acknowledgments %v, want those of the groups without a key conflict", r.AckKeys)
+	if want := []string{prefix + "ack999:G1", prefix + "ack999:G3"}; !slices.Equal(r.AckKeys, want) {
+		t.Errorf("acknowledgments %v, want %v: those of the groups without a key conflict", r.AckKeys, want)
 	}
 }
